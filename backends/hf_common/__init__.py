@@ -1,0 +1,1 @@
+"""Code shared by the backends that run a transformers model (torch, gpu-fsdp, xla, torchax)."""

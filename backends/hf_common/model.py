@@ -1,0 +1,132 @@
+"""Shared by the PyTorch-family backends: a transformers model from the scenario, LoRA
+through peft, the optimizer and schedule, and the token-weighted loss.
+
+Sharing this is what makes backend-vs-backend comparisons fair: the same seed gives
+the same initial weights, and the loss is the same function everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from harness.backend import ModelFacts
+from harness.data.batches import IGNORE_INDEX
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def hf_config(arch: dict[str, Any], attention: str):
+    """A transformers config for the architecture fields of `harness.presets`."""
+    family = arch.get("family", "gemma3")
+    common = dict(
+        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"],
+        intermediate_size=arch["intermediate_size"], num_hidden_layers=arch["num_layers"],
+        num_attention_heads=arch["num_heads"], num_key_value_heads=arch["num_kv_heads"],
+        max_position_embeddings=arch["max_position_embeddings"],
+        tie_word_embeddings=arch.get("tie_embeddings", True), use_cache=False,
+        pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    )
+    if family == "gemma3":
+        from transformers import Gemma3TextConfig
+
+        rope = {
+            "full_attention": {"rope_type": "default", "rope_theta": arch.get("rope_theta", 1e6)},
+            "sliding_attention": {"rope_type": "default", "rope_theta": arch.get("rope_local_theta", 1e4)},
+        }
+        config = Gemma3TextConfig(
+            **common, head_dim=arch["head_dim"], sliding_window=arch.get("sliding_window", 512),
+            query_pre_attn_scalar=arch.get("query_pre_attn_scalar", arch["head_dim"]), rope_parameters=rope,
+        )
+    elif family == "qwen2":
+        from transformers import Qwen2Config
+
+        config = Qwen2Config(**common, rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 1e6)})
+    else:
+        from transformers import LlamaConfig
+
+        config = LlamaConfig(**common, head_dim=arch.get("head_dim"),
+                             rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 5e5)})
+    config._attn_implementation = attention
+    return config
+
+
+def build_model(scenario) -> torch.nn.Module:
+    """Random weights from the architecture (seeded), or a local pretrained model."""
+    from transformers import AutoModelForCausalLM
+
+    spec = scenario.model
+    torch.manual_seed(scenario.train.seed)
+    if spec.init == "pretrained":
+        model = AutoModelForCausalLM.from_pretrained(
+            spec.path, local_files_only=True, attn_implementation=spec.attention, dtype=torch.float32,
+        )
+    else:
+        model = AutoModelForCausalLM.from_config(hf_config(spec.architecture(), spec.attention), dtype=torch.float32)
+    model.config.use_cache = False  # training: the cache only costs memory (and breaks XLA)
+    return model
+
+
+def apply_lora(model: torch.nn.Module, scenario) -> torch.nn.Module:
+    """peft LoRA on the scenario's target modules; full fine-tuning leaves all trainable."""
+    if scenario.train.method != "lora":
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    lora = scenario.train.lora
+    torch.manual_seed(scenario.train.seed + 1)  # identical adapter init across backends
+    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def model_facts(model: torch.nn.Module) -> ModelFacts:
+    config = model.config
+    embedding = model.get_input_embeddings()
+    seen: set[int] = set()
+    total = trainable = 0
+    for p in model.parameters():  # tied weights appear once
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    return ModelFacts(
+        num_params=total, num_embedding_params=embedding.weight.numel(), num_trainable_params=trainable,
+        num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+        head_dim=getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+        hidden_size=config.hidden_size, vocab_size=config.vocab_size,
+    )
+
+
+def build_optimizer(model: torch.nn.Module, scenario):
+    """The scenario's optimizer over trainable parameters, and its LR schedule."""
+    from transformers import get_scheduler
+
+    opt, train = scenario.train.optimizer, scenario.train
+    params = [p for p in model.parameters() if p.requires_grad]
+    if opt.name == "adamw":
+        optimizer = torch.optim.AdamW(params, lr=opt.lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
+    elif opt.name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        optimizer = Adafactor(params, lr=opt.lr, scale_parameter=False, relative_step=False,
+                              warmup_init=False, weight_decay=opt.weight_decay)
+    else:
+        optimizer = torch.optim.SGD(params, lr=opt.lr, weight_decay=opt.weight_decay)
+    total = train.steps + train.window_steps
+    schedule = get_scheduler(train.schedule.name, optimizer,
+                             num_warmup_steps=int(train.schedule.warmup_ratio * total), num_training_steps=total)
+    return optimizer, schedule
+
+
+def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Sum of next-token cross-entropy over trained positions (labels shifted by one)."""
+    shifted_logits = logits[:, :-1, :].float()
+    shifted_labels = labels[:, 1:]
+    return F.cross_entropy(
+        shifted_logits.reshape(-1, shifted_logits.size(-1)), shifted_labels.reshape(-1),
+        ignore_index=IGNORE_INDEX, reduction="sum",
+    )

@@ -1,0 +1,26 @@
+"""Backends the product plans but this version does not implement yet.
+
+They are listed so that `bench backends` tells the user what exists and why it is not
+runnable here: what to install, or that the code is not written yet. Never a stub that
+pretends to run.
+"""
+
+from __future__ import annotations
+
+from harness.backend import BackendInfo, BackendOptions
+
+
+class _NoOptions(BackendOptions):
+    pass
+
+
+PLANNED = [
+    BackendInfo("xla-fsdpv2", "PyTorch/XLA, SPMD + FSDPv2 (TPU)", ("torch_xla", "transformers", "peft"),
+                "pip install -e '.[xla]'", _NoOptions, load=None, priority=30),
+    BackendInfo("jax-tunix", "JAX + Tunix PeftTrainer + Qwix LoRA (TPU, GPU)", ("jax", "tunix", "qwix"),
+                "pip install -e '.[jax]'", _NoOptions, load=None, priority=20),
+    BackendInfo("torchax", "a PyTorch model trained by JAX via torchax", ("torchax", "jax", "optax"),
+                "pip install -e '.[torchax]'", _NoOptions, load=None, priority=10),
+    BackendInfo("gpu-fsdp", "PyTorch FSDP2 + transformers + peft (+ trl), torchrun", ("torch", "transformers", "peft"),
+                "pip install -e '.[torch]'", _NoOptions, load=None, priority=25),
+]

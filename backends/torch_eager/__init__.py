@@ -1,0 +1,35 @@
+"""Backend `torch`: eager PyTorch + transformers + peft on the CPU or one CUDA GPU.
+
+The default anywhere: it needs nothing but PyTorch, and obeys the same timing contract
+as the accelerator backends (a CUDA synchronise before the clock stops).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from harness.backend import BackendInfo, BackendOptions
+
+
+class TorchOptions(BackendOptions):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # Threads for CPU math; None keeps PyTorch's default (one per core).
+    cpu_threads: int | None = None
+
+
+def _load():
+    from backends.torch_eager.backend import TorchBackend
+
+    return TorchBackend
+
+
+BACKEND_INFO = BackendInfo(
+    name="torch",
+    summary="eager PyTorch + transformers + peft (CPU or one CUDA GPU)",
+    requires=("torch", "transformers", "peft"),
+    install="pip install -e '.[torch]'",
+    options=TorchOptions,
+    load=_load,
+    priority=0,
+    env={"USE_TORCH_XLA": "0"},
+)

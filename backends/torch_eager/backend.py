@@ -1,0 +1,133 @@
+"""Eager PyTorch on the CPU or one CUDA GPU: the reference every other backend is
+compared against (same weights, same batches, same loss)."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import resource
+import sys
+from typing import Any
+
+import torch
+
+from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
+from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
+
+
+class TorchBackend(Backend):
+    @classmethod
+    def probe(cls) -> Probe:
+        if torch.cuda.is_available():
+            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count())
+        return Probe(True, "", "cpu", cpu_name(), 1)
+
+    def setup(self) -> ModelFacts:
+        self.device = self._device()
+        if self.options.cpu_threads:
+            torch.set_num_threads(self.options.cpu_threads)
+        precision = self.scenario.train.precision
+        if precision == "fp16" and self.device.type != "cuda":
+            raise ValueError("train.precision: fp16 needs a CUDA device on the torch backend; use fp32 or bf16")
+        model = apply_lora(build_model(self.scenario), self.scenario)
+        if self.scenario.train.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.model = self._cast(model, DTYPES[precision]).to(self.device)
+        # Created after the cast and the move: the optimizer holds the final tensors.
+        self.optimizer, self.schedule = build_optimizer(self.model, self.scenario)
+        self.autocast_dtype = None if precision == "fp32" else DTYPES[precision]
+        self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return model_facts(self.model)
+
+    def _device(self) -> torch.device:
+        wanted = self.options.device
+        if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    @staticmethod
+    def _cast(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+        """Frozen weights in the compute dtype; trainable ones stay fp32 (master weights)."""
+        if dtype == torch.float32:
+            return model.float()
+        for p in model.parameters():
+            p.data = p.data.to(torch.float32 if p.requires_grad else dtype)
+        return model
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def train_step(self, batch) -> torch.Tensor:
+        self.model.train()
+        normaliser = max(batch.num_loss_tokens, 1)
+        total = torch.zeros((), device=self.device)
+        for micro in batch.micro_batches:
+            ids, mask, labels = (torch.from_numpy(a).to(self.device, non_blocking=True)
+                                 for a in (micro.input_ids, micro.attention_mask, micro.labels))
+            with self._autocast():
+                logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            loss = token_loss_sum(logits, labels) / normaliser
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach()
+        self._optimizer_step()
+        return total
+
+    def _optimizer_step(self) -> None:
+        clip = self.scenario.train.grad_clip
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        if clip:
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], clip)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        # CPU eager: every op has finished when it returns; nothing to wait for.
+
+    def loss_value(self, loss: torch.Tensor) -> float:
+        return float(loss.item())
+
+    def memory(self) -> MemoryFacts:
+        if self.device.type == "cuda":
+            return MemoryFacts(torch.cuda.max_memory_allocated(self.device), "cuda_max_allocated",
+                               reserved_bytes=torch.cuda.max_memory_reserved(self.device))
+        # ru_maxrss is KiB on Linux: the process's peak resident set, model build included.
+        return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+
+    def accelerator(self) -> dict[str, Any]:
+        if self.device.type == "cuda":
+            return {"kind": "cuda", "name": torch.cuda.get_device_name(self.device), "count": 1}
+        return {"kind": "cpu", "name": cpu_name(), "count": 1, "threads": torch.get_num_threads()}
+
+    def versions(self) -> dict[str, str]:
+        import numpy
+        import peft
+        import transformers
+
+        found = {"python": sys.version.split()[0], "torch": torch.__version__,
+                 "transformers": transformers.__version__, "peft": peft.__version__, "numpy": numpy.__version__}
+        if self.device.type == "cuda":
+            found["cuda"] = str(torch.version.cuda)
+        return found
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

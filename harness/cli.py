@@ -1,0 +1,153 @@
+"""The `bench` command line. Thin: parse, call the module that does the work, print.
+
+Exit codes: 0 success; 1 a run failed (or the gate found a regression); 2 bad input
+(one line naming the file and the field, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.errors import BenchError, SpecError
+
+
+def _key_value(text: str, what: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SpecError(what, text, "expected NAME=VALUE")
+    return key, value
+
+
+def cmd_run(args) -> int:
+    from rich.console import Console
+
+    from harness.display import RunProgress, summary_table
+    from harness.loader import parse_override
+    from harness.runner import RunRequest, run_sweep
+
+    console = Console(stderr=args.json)
+    request = RunRequest(
+        scenario_path=args.scenario, backend=args.backend,
+        overrides=dict(parse_override(s) for s in args.set), results_dir=Path(args.results_dir),
+        profile=args.profile, interpreters=dict(_key_value(p, "--python") for p in args.python),
+        force=args.force, timeout_s=args.timeout, prices_file=args.prices, command=sys.argv,
+    )
+    result = run_sweep(request, RunProgress(console, enabled=not args.no_progress))
+    if result.records:
+        console.print(summary_table(result.records))
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "_path"} for r in result.records], indent=1))
+    return 1 if result.failed else 0
+
+
+def cmd_backends(args) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness import registry
+
+    interpreters = dict(_key_value(p, "--python") for p in args.python)
+    table = Table(title="bench backends")
+    for column in ("backend", "available", "devices", "python", "reason / summary"):
+        table.add_column(column)
+    rows = []
+    for name, info in registry.all_backends().items():
+        result = registry.probe(name, registry.interpreter_for(name, interpreters))
+        p = result.probe
+        devices = f"{p.device_kind} x{p.device_count} ({p.device_name})" if p.available else "-"
+        table.add_row(name, "yes" if p.available else "no", escape(devices), escape(result.python),
+                      escape(p.reason or info.summary))
+        rows.append({"name": name, "python": result.python, **p.to_json()})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        Console().print(table)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from harness.loader import validate_file
+
+    for path in args.scenarios:
+        count = validate_file(path)
+        print(f"{path}: ok ({count} run{'s' if count != 1 else ''})")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from rich.console import Console
+
+    from harness.display import show_record
+    from harness.store import load_record, load_records
+
+    console = Console()
+    for target in args.records:
+        path = Path(target)
+        if path.is_dir():
+            loaded = load_records([path])
+            for warning in loaded.warnings:
+                console.print(f"[yellow]warning: {warning}[/yellow]")
+            records = loaded.records
+        else:
+            try:
+                records = [load_record(path)]
+            except ValueError as exc:
+                raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
+        for record in records:
+            show_record(record, console)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario (every matrix cell and repeat) on one backend")
+    run.add_argument("scenario")
+    run.add_argument("--backend", help="backend name (default: the scenario's, else the best available)")
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted field")
+    run.add_argument("--results-dir", default="results")
+    run.add_argument("--profile", default="auto",
+                     help="profile to apply: auto (the one named after the device kind: cpu, cuda, tpu), none, or a name")
+    run.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH",
+                     help="interpreter for a backend's workers (also BENCH_PYTHON_<BACKEND>)")
+    run.add_argument("--force", action="store_true", help="rerun runs that already have a successful record")
+    run.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
+    run.add_argument("--prices", help="a prices file laid over the shipped catalog")
+    run.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
+    run.add_argument("--no-progress", action="store_true")
+    run.set_defaults(func=cmd_run)
+
+    backends = sub.add_parser("backends", help="list backends, whether they can run here, and why not")
+    backends.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")
+    backends.add_argument("--json", action="store_true")
+    backends.set_defaults(func=cmd_backends)
+
+    validate = sub.add_parser("validate", help="check scenario files without running them")
+    validate.add_argument("scenarios", nargs="+")
+    validate.set_defaults(func=cmd_validate)
+
+    show = sub.add_parser("show", help="print result records (files or directories)")
+    show.add_argument("records", nargs="+")
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("bench: interrupted; the run in flight was not recorded", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

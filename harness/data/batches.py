@@ -1,0 +1,180 @@
+"""The harness's data pipeline: the same tokens, padding and batches for every backend.
+
+Backends receive numpy arrays and only convert them to their framework, so a difference
+in step time between backends is never a difference in what they were fed. Labels are
+aligned with `input_ids` (-100 where no loss is taken); a backend shifts them by one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.function_calling import generate
+from harness.data.tokenizer import TokenizerHandle, encode_chat, load_tokenizer
+from harness.spec import Scenario
+
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    input_ids: np.ndarray  # int64 [rows, length]
+    attention_mask: np.ndarray  # int64 [rows, length], 1 on real tokens
+    labels: np.ndarray  # int64 [rows, length], IGNORE_INDEX where untrained
+
+    @property
+    def tokens_real(self) -> int:
+        return int(self.attention_mask.sum())
+
+    @property
+    def tokens_padded(self) -> int:
+        return int(self.input_ids.size)
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.input_ids.shape[1])
+
+    def rows(self, start: int, stop: int) -> "MicroBatch":
+        """A slice of rows: a data-parallel rank's share."""
+        return MicroBatch(self.input_ids[start:stop], self.attention_mask[start:stop], self.labels[start:stop])
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """Everything one optimizer step consumes: its gradient-accumulation chunks."""
+
+    index: int
+    micro_batches: tuple[MicroBatch, ...]
+    # Label tokens after the one-position shift, over the whole step: the loss is
+    # sum(token losses) / num_loss_tokens, identical however the step is split.
+    num_loss_tokens: int
+
+    @property
+    def tokens_real(self) -> int:
+        return sum(m.tokens_real for m in self.micro_batches)
+
+    @property
+    def tokens_padded(self) -> int:
+        return sum(m.tokens_padded for m in self.micro_batches)
+
+    @property
+    def seq_lens(self) -> tuple[int, ...]:
+        return tuple(m.seq_len for m in self.micro_batches)
+
+
+@dataclass
+class DataPlan:
+    steps: list[StepBatch]
+    tokenizer: TokenizerHandle
+    description: dict[str, Any] = field(default_factory=dict)
+
+
+def load_examples(scenario: Scenario) -> list[tuple[list[dict], list[dict] | None]]:
+    """(messages, tools) pairs from the generator or the JSONL file."""
+    data = scenario.data
+    if data.source == "jsonl":
+        return _read_jsonl(Path(data.path or ""))
+    examples = generate(data.num_examples, data.seed, data.mix.model_dump())
+    return [(list(e.messages), list(e.tools)) for e in examples]
+
+
+def _read_jsonl(path: Path) -> list[tuple[list[dict], list[dict] | None]]:
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                messages = row["messages"]
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"{path}:{number}: expected a JSON object with a `messages` list") from None
+            tools = row.get("tools")
+            rows.append((messages, json.loads(tools) if isinstance(tools, str) else tools))
+    if not rows:
+        raise ValueError(f"{path}: no examples")
+    return rows
+
+
+def tokenize(scenario: Scenario, handle: TokenizerHandle) -> tuple[list[tuple[list[int], list[bool]]], int]:
+    """Encoded examples truncated to max_length, and how many were truncated."""
+    limit = scenario.sequence.max_length
+    encoded, truncated = [], 0
+    for messages, tools in load_examples(scenario):
+        ids, trained = encode_chat(handle, messages, tools, scenario.data.chat_format)
+        if scenario.data.loss_on == "all":
+            trained = [True] * len(ids)
+        if len(ids) > limit:
+            truncated += 1
+            ids, trained = _truncate_prompt(ids, trained, limit)
+        encoded.append((ids, trained))
+    return encoded, truncated
+
+
+def _truncate_prompt(ids: list[int], trained: list[bool], limit: int) -> tuple[list[int], list[bool]]:
+    """Cut the prompt from the left, keeping the first token (BOS): the answer at the end
+    is what is trained, and a right cut would leave an example with nothing to learn."""
+    keep = limit - 1
+    return ids[:1] + ids[-keep:], trained[:1] + trained[-keep:]
+
+
+def padded_length(longest: int, scenario: Scenario) -> int:
+    """The length a micro-batch is padded to under the scenario's padding policy."""
+    seq = scenario.sequence
+    if seq.padding == "static":
+        return seq.max_length
+    if seq.padding == "dynamic":
+        return longest
+    return next(b for b in seq.bucket_lengths() if b >= longest)
+
+
+def collate(rows: list[tuple[list[int], list[bool]]], length: int, pad_id: int) -> MicroBatch:
+    ids = np.full((len(rows), length), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), length), dtype=np.int64)
+    labels = np.full((len(rows), length), IGNORE_INDEX, dtype=np.int64)
+    for r, (tokens, trained) in enumerate(rows):
+        n = len(tokens)
+        ids[r, :n] = tokens
+        mask[r, :n] = 1
+        labels[r, :n] = np.where(np.asarray(trained, dtype=bool), tokens, IGNORE_INDEX)
+    return MicroBatch(ids, mask, labels)
+
+
+def build_plan(scenario: Scenario, data_parallel: int = 1) -> DataPlan:
+    """Batches for every step the run takes (warm-up, measured and window steps)."""
+    train = scenario.train
+    rows_per_chunk = train.micro_batch * data_parallel
+    if train.global_batch % rows_per_chunk:
+        raise ValueError(
+            f"train.global_batch: {train.global_batch} is not a multiple of micro_batch x "
+            f"data-parallel devices ({train.micro_batch} x {data_parallel})"
+        )
+    tok = scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    encoded, truncated = tokenize(scenario, handle)
+    order = _sample_order(len(encoded), train.global_batch * (train.steps + train.window_steps), train.seed)
+    steps = []
+    for index in range(train.steps + train.window_steps):
+        picked = [encoded[i] for i in order[index * train.global_batch:(index + 1) * train.global_batch]]
+        chunks = tuple(
+            collate(chunk, padded_length(max(len(t) for t, _ in chunk), scenario), handle.pad_id)
+            for chunk in (picked[c:c + rows_per_chunk] for c in range(0, len(picked), rows_per_chunk))
+        )
+        steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))
+    description = {"num_examples": len(encoded), "num_truncated": truncated, "tokenizer": handle.description,
+                   "data_parallel": data_parallel, "grad_accum": len(steps[0].micro_batches)}
+    return DataPlan(steps, handle, description)
+
+
+def _sample_order(num_examples: int, needed: int, seed: int) -> list[int]:
+    """Seeded epochs: a fresh permutation each time the examples run out."""
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+    while len(order) < needed:
+        order.extend(rng.permutation(num_examples).tolist())
+    return order[:needed]

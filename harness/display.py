@@ -1,0 +1,142 @@
+"""What the terminal shows: a progress bar during steps, a summary table at the end,
+and one record in full (`bench show`). Every number says its unit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:{spec}}{unit}"
+    return f"{value}{unit}"
+
+
+class RunProgress:
+    """Receives the runner's callbacks and worker events; draws a rich progress bar."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.bar: Progress | None = None
+        self.task = None
+
+    def skipped(self, run, number: int, total: int) -> None:
+        self.console.print(f"[{number}/{total}] {run.scenario.name} {run.variant} r{run.repeat}: "
+                           "already has a successful record, skipped (--force reruns it)")
+
+    def start(self, run, number: int, total: int, chosen) -> None:
+        probe = chosen.probe
+        self.console.print(f"[bold][{number}/{total}][/bold] {run.scenario.name} [cyan]{run.variant}[/cyan] "
+                           f"r{run.repeat} on [green]{chosen.name}[/green] ({probe.device_kind}: {probe.device_name})")
+        if run.profile:
+            changes = ", ".join(f"{k}={v}" for k, v in run.profile["overrides"].items())
+            self.console.print(f"  [yellow]reduced run: profile {run.profile['name']!r} ({changes})[/yellow]")
+        if not self.enabled:
+            return
+        self.bar = Progress(
+            TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=self.console, transient=True,
+        )
+        self.bar.start()
+        self.task = self.bar.add_task("setup", total=run.scenario.train.steps, status="")
+
+    def event(self, event: dict[str, Any]) -> None:
+        if self.bar is None:
+            return
+        if event.get("event") == "phase":
+            self.bar.update(self.task, description=event["name"])
+        elif event.get("event") == "step":
+            status = (f"step {event['time_s']:.3g} s  loss {fmt(event.get('loss'), '.4f')}  "
+                      f"compiles {event['num_compiles']}  [{event['phase']}]")
+            self.bar.update(self.task, completed=event["index"] + 1, total=event["total"], status=status)
+
+    def finish(self, record: dict[str, Any]) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+        if record["status"] != "ok":
+            self.console.print(f"  [red]failed ({record['failure']['kind']}): {record['failure']['reason']}[/red]")
+        self.console.print(f"  record: {record.get('_path')}")
+
+
+def summary_table(records: list[dict[str, Any]]) -> Table:
+    """One row per run; `bench show` has every metric of one record."""
+    table = Table(title="bench results")
+    table.add_column("run")
+    table.add_column("status")
+    for column in ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run"):
+        table.add_column(column, justify="right")
+    for r in records:
+        m, c = r.get("metrics") or {}, r.get("cost") or {}
+        step = m.get("step_time_s") or {}
+        reduced = " [reduced]" if r["scenario"].get("profile") else ""
+        name = f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}\n" \
+               f"{r['backend']['name']} on {r['accelerator']['catalog_key']}"
+        status = Text("ok", "green") if r["status"] == "ok" else Text(r["failure"]["kind"], "red")
+        table.add_row(
+            Text(name), status, fmt(step.get("median"), ".4g"), fmt(step.get("p90"), ".4g"),
+            fmt(m.get("num_recompiles")), fmt(m.get("tokens_per_s_real"), ".4g"),
+            fmt(m.get("mfu"), ".2%") if m.get("mfu") is not None else "n/a",
+            fmt(m.get("peak_memory_gib"), ".3g"), fmt(c.get("usd_run"), ".2g"),
+        )
+    return table
+
+
+def show_record(record: dict[str, Any], console: Console) -> None:
+    """One record: identity, metrics with units, cost with its price and source."""
+    s, acc, prov = record["scenario"], record["accelerator"], record["provenance"]
+    console.print(f"[bold]{s['name']}[/bold] {s['variant']} r{s['repeat']}  status: {record['status']}")
+    console.print(f"backend {record['backend']['name']} on {acc['kind']} x{acc.get('count')} ({acc.get('name')}), "
+                  f"catalog {acc['catalog_key']}")
+    console.print(f"commit {prov.get('commit')} dirty={prov.get('dirty')}  finished {prov.get('finished_at')}")
+    if s.get("profile"):
+        console.print(f"[yellow]reduced run: profile {s['profile']['name']}: {s['profile']['overrides']}[/yellow]")
+    if record["status"] != "ok":
+        f = record["failure"]
+        console.print(f"[red]{f['kind']}: {f['reason']}[/red] (exit {f.get('exit_code')})")
+        if f.get("log_tail"):
+            console.print(Text(f["log_tail"]))
+        return
+    console.print(metrics_table(record))
+
+
+def metrics_table(record: dict[str, Any]) -> Table:
+    m, c = record["metrics"], record.get("cost")
+    table = Table(show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    step = m["step_time_s"]
+    rows = [
+        ("step time median / p90 (s)", f"{step['median']:.4g} / {step['p90']:.4g}"),
+        ("step time mean ± stdev (s)", f"{step['mean']:.4g} ± {step['stdev']:.2g} (n={step['n']})"),
+        ("warm-up steps time (s)", fmt(m["warmup_time_s"], ".4g")),
+        ("compile time (s)", fmt(m["compile_time_s"], ".4g")),
+        ("compiles / recompiles after warm-up", f"{m['num_compiles']} / {m['num_recompiles']}"),
+        ("tokens/s real / padded", f"{m['tokens_per_s_real']:.4g} / {m['tokens_per_s_padded']:.4g}"),
+        ("tokens/s real per chip", fmt(m["tokens_per_s_real_per_chip"], ".4g")),
+        ("padding efficiency (real/padded)", fmt(m["padding_efficiency"], ".1%")),
+        ("window tokens/s real (1 sync)", fmt(m.get("window_tokens_per_s_real"), ".4g")),
+        ("model TFLOP/s", fmt(m["model_tflops_per_s"], ".4g")),
+        ("MFU", fmt(m["mfu"], ".2%") if m["mfu"] is not None else f"n/a ({m.get('mfu_invalid') or 'no peak for this device'})"),
+        ("peak memory (GiB)", f"{fmt(m['peak_memory_gib'], '.3g')} ({m['peak_memory_kind']})"),
+        ("loss first / last", f"{fmt(m['loss_first'], '.4f')} / {fmt(m['loss_last'], '.4f')}"),
+        ("run time (s), of which setup", f"{fmt(m['run_time_s'], '.4g')}, {fmt(m['setup_time_s'], '.3g')}"),
+    ]
+    if c:
+        p = c["price"]
+        rows += [
+            ("$/run (whole run) / steady state", f"{c['usd_run']:.5f} / {c['usd_steady_state']:.5f}"),
+            ("$/1M real tokens", f"{c['usd_per_1m_tokens_real']:.4g}"),
+            ("price", f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['pricing']}; {p['source']}, {p['date']})"),
+        ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

@@ -1,0 +1,79 @@
+"""Test-only fault injection, so tests can prove that failures are recorded, not lost.
+
+Set `BENCH_FAULTS` to a JSON list of faults; each applies to the runs whose resolved
+scenario matches `match` (dotted key -> value):
+
+    [{"match": {"train.seed": 1}, "at": "step", "step": 2, "action": "raise"}]
+
+actions: raise (an exception), exit (os._exit(3)), hang (sleep for ever), sleep
+(`seconds` more per step: a controlled slowdown for the gate), oom (MemoryError).
+Nothing happens when the variable is unset: the backend's methods are left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+ENV = "BENCH_FAULTS"
+
+
+def _lookup(document: dict[str, Any], dotted: str) -> Any:
+    node: Any = document
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def faults_for(scenario) -> list[dict[str, Any]]:
+    raw = os.environ.get(ENV)
+    if not raw:
+        return []
+    document = scenario.model_dump(mode="json")
+    return [f for f in json.loads(raw) if all(_lookup(document, k) == v for k, v in f.get("match", {}).items())]
+
+
+def trigger(fault: dict[str, Any]) -> None:
+    action = fault["action"]
+    if action == "raise":
+        raise RuntimeError(f"injected fault at {fault.get('at')} {fault.get('step', '')}".strip())
+    if action == "oom":
+        raise MemoryError("injected out-of-memory")
+    if action == "exit":
+        os._exit(3)
+    if action == "hang":
+        while True:
+            time.sleep(60)
+    if action == "sleep":
+        time.sleep(float(fault.get("seconds", 0.1)))
+
+
+def arm(backend, scenario) -> None:
+    """Wrap the backend's setup/train_step with the faults that match this run."""
+    faults = faults_for(scenario)
+    if not faults:
+        return
+    setup, step = backend.setup, backend.train_step
+    calls = {"step": 0}
+
+    def faulty_setup():
+        for fault in faults:
+            if fault.get("at") == "setup":
+                trigger(fault)
+        return setup()
+
+    def faulty_step(batch):
+        index = calls["step"]
+        calls["step"] += 1
+        for fault in faults:
+            if fault.get("at") == "step" and fault.get("step", index) <= index and (
+                fault["action"] == "sleep" or fault.get("step", index) == index
+            ):
+                trigger(fault)
+        return step(batch)
+
+    backend.setup, backend.train_step = faulty_setup, faulty_step

@@ -1,0 +1,248 @@
+"""Reading scenario files safely and resolving them into the runs they describe.
+
+Scenario files come from other people: YAML is loaded with the safe loader only (no
+Python tags), the document size and its alias expansion are bounded (a "billion
+laughs" file is refused before anything walks it), and every bad value is reported
+as one line naming the file and the dotted field.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from harness.errors import SpecError
+from harness.spec import Scenario
+
+MAX_DOCUMENT_BYTES = 1 << 20
+# Nodes after alias expansion: a real scenario has a few hundred.
+MAX_EXPANDED_NODES = 100_000
+
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
+
+
+# --------------------------------------------------------------------------- YAML
+def _expanded_size(node: yaml.Node, memo: dict[int, int], limit: int) -> int:
+    """Nodes the document would have with every alias expanded, without expanding."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a cycle (recursive alias) counts as over the limit
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            size += _expanded_size(child, memo, limit)
+            if size > limit:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            size += _expanded_size(k, memo, limit) + _expanded_size(v, memo, limit)
+            if size > limit:
+                break
+    memo[key] = size
+    return size
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Safe-load one YAML document, refusing oversized and alias-bomb documents."""
+    if len(text.encode("utf-8", "replace")) > MAX_DOCUMENT_BYTES:
+        raise SpecError(source, "", f"document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return None
+        if _expanded_size(node, {}, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+            raise SpecError(source, "", f"aliases expand to more than {MAX_EXPANDED_NODES} nodes; refused")
+        return yaml.safe_load(text)
+    except SpecError:
+        raise
+    except yaml.constructor.ConstructorError as exc:
+        raise SpecError(source, "", f"{_yaml_where(exc)}unsupported YAML tag ({exc.problem}); only plain data is allowed") from None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(source, "", f"{_yaml_where(exc)}invalid YAML: {problem}") from None
+    except RecursionError:
+        raise SpecError(source, "", "document nests too deeply") from None
+
+
+def _yaml_where(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    """The scenario file as a plain mapping, or a SpecError naming the file."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(source, "", "not UTF-8 text") from None
+    doc = parse_yaml(text, source)
+    if doc is None:
+        raise SpecError(source, "", "empty file: a scenario needs at least `name`")
+    if not isinstance(doc, dict):
+        raise SpecError(source, "", f"top level must be a mapping, got {type(doc).__name__}")
+    return doc
+
+
+# --------------------------------------------------------------------------- validation
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def first_error(exc: ValidationError, source: str) -> SpecError:
+    """Pydantic's first error as one SpecError line: file, dotted field, message."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    message = str(err["msg"]).removeprefix("Value error, ")
+    match = _FIELD_PREFIX.match(message)
+    if match:  # model validators prefix the field they blame: "preset: ..."
+        loc, message = loc + (match.group(1),), match.group(2)
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif "input" in err and err["type"] not in ("missing",) and not match:
+        message = f"{message}, got {_short(err['input'])}"
+    return SpecError(source, _dotted(loc) or "(top level)", message)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def validate(doc: dict[str, Any], source: str) -> Scenario:
+    try:
+        return Scenario.model_validate(doc)
+    except ValidationError as exc:
+        raise first_error(exc, source) from None
+    except RecursionError:
+        raise SpecError(source, "", "document nests too deeply") from None
+
+
+# --------------------------------------------------------------------------- overrides
+def parse_override(text: str, source: str = "--set") -> tuple[str, Any]:
+    """`train.steps=10` -> ("train.steps", 10); the value is read as YAML."""
+    key, sep, value = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][\w\-]*(\.[A-Za-z_\d][\w\-]*)*", key.strip()):
+        raise SpecError(source, text, "expected KEY=VALUE with a dotted key, e.g. train.steps=10")
+    return key.strip(), parse_yaml(value, source) if value.strip() else ""
+
+
+def set_dotted(doc: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """Set `a.b.c` in a nested mapping, creating intermediate mappings."""
+    node = doc
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise SpecError(source, ".".join(parts[: i + 1]), f"is a {type(child).__name__}, cannot set {key}")
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_overrides(doc: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    for key, value in overrides.items():
+        set_dotted(out, key, value, source)
+    return out
+
+
+# --------------------------------------------------------------------------- runs
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One run a scenario asks for: the validated scenario of one matrix cell."""
+
+    scenario: Scenario
+    source: str
+    cell: dict[str, Any]
+    repeat: int
+    overrides: dict[str, Any]
+    profile: dict[str, Any] | None = None
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def scenario_hash(self) -> str:
+        return scenario_hash(self.scenario)
+
+    @property
+    def variant(self) -> str:
+        """A short human label for the matrix cell, e.g. `padding=dynamic`."""
+        return ",".join(f"{k.split('.')[-1]}={v}" for k, v in self.cell.items()) or "default"
+
+
+def scenario_hash(scenario: Scenario) -> str:
+    """Content hash of everything that defines the run (what resume keys on)."""
+    canonical = json.dumps(scenario.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def matrix_cells(matrix: dict[str, tuple[Any, ...]], pinned: set[str]) -> list[dict[str, Any]]:
+    """Cartesian product of the matrix axes, leaving out axes pinned by --set."""
+    axes = {k: v for k, v in matrix.items() if k not in pinned}
+    if not axes:
+        return [{}]
+    keys = list(axes)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(axes[k] for k in keys))]
+
+
+def resolve_runs(
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    profile: str | None = None,
+) -> list[ResolvedRun]:
+    """Every run of the scenario file: file -> profile -> matrix cell -> --set."""
+    source = str(path)
+    base_doc = read_document(path)
+    base = validate(base_doc, source)  # the file itself must be valid on its own
+    overrides = dict(overrides or {})
+    profile_info = _profile(base, profile, source)
+    runs: list[ResolvedRun] = []
+    for cell in matrix_cells(base.matrix, set(overrides)):
+        doc = apply_overrides(base_doc, (profile_info or {}).get("overrides", {}), f"{source} (profile)")
+        doc = apply_overrides(doc, cell, f"{source} (matrix)")
+        doc = apply_overrides(doc, overrides, "--set")
+        scenario = validate(doc, _where(source, cell, overrides))
+        for repeat in range(scenario.repeats):
+            runs.append(ResolvedRun(scenario, source, cell, repeat, overrides, profile_info, doc))
+    return runs
+
+
+def _where(source: str, cell: dict[str, Any], overrides: dict[str, Any]) -> str:
+    parts = [f"{k}={v}" for k, v in {**cell, **overrides}.items()]
+    return f"{source} [{', '.join(parts)}]" if parts else source
+
+
+def _profile(base: Scenario, name: str | None, source: str) -> dict[str, Any] | None:
+    if name is None:
+        return None
+    if name not in base.profiles:
+        known = ", ".join(sorted(base.profiles)) or "none defined"
+        raise SpecError(source, f"profiles.{name}", f"no such profile (known: {known})")
+    return {"name": name, "overrides": dict(base.profiles[name]), "reduced": True}
+
+
+def validate_file(path: str | Path) -> int:
+    """Validate a file, every profile and every matrix cell; returns the number of runs."""
+    from harness.registry import validate_backend_options  # cheap: no framework import
+
+    runs = resolve_runs(path)
+    for name in runs[0].scenario.profiles:
+        runs_with_profile = resolve_runs(path, profile=name)
+        for run in runs_with_profile:
+            validate_backend_options(run.scenario, f"{path} (profile {name})")
+    for run in runs:
+        validate_backend_options(run.scenario, str(path))
+    return len(runs)

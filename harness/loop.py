@@ -1,0 +1,115 @@
+"""The timed step loop: the timing contract of metrics.md, in one place.
+
+Every step is timed from just before it is issued to just after `backend.sync()`
+returns, so the figure is the executed step, never the asynchronous dispatch. Compile
+counters are read around each step to attribute compilations to the step that caused
+them. The loss is read on the host only after the clock has stopped. After the measured
+steps, an optional window runs `window_steps` more steps with a single sync at its end
+(metrics.md `window_throughput`): the difference is what per-step syncs cost.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepSample:
+    index: int
+    phase: str  # warmup | measure
+    start_s: float  # since the run's clock origin
+    time_s: float  # device-synchronised wall time of the step
+    tokens_real: int
+    tokens_padded: int
+    seq_len: int  # the longest padded length among the step's micro-batches
+    num_compiles: int  # compilations that happened during this step
+    compile_s: float
+    loss: float | None = None
+
+
+@dataclass
+class WindowSample:
+    num_steps: int
+    time_s: float  # one sync at the end of the window
+    tokens_real: int
+    tokens_padded: int
+    num_compiles: int
+    losses: list[float] = field(default_factory=list)
+
+
+@dataclass
+class LoopResult:
+    steps: list[StepSample]
+    window: WindowSample | None
+    setup_compiles: int = 0  # compilations before the first step (model build, sharding)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": [asdict(s) for s in self.steps],
+                "window": asdict(self.window) if self.window else None,
+                "setup_compiles": self.setup_compiles}
+
+
+class StepRecorder:
+    """Records synchronised step samples; usable from a framework's own loop."""
+
+    def __init__(self, backend, clock_origin: float) -> None:
+        self.backend = backend
+        self.origin = clock_origin
+        self.samples: list[StepSample] = []
+        self.warmup_steps = backend.scenario.train.warmup_steps
+        self.setup_compiles = backend.compile_stats().count
+
+    def begin(self) -> tuple[float, Any]:
+        return time.perf_counter(), self.backend.compile_stats()
+
+    def end(self, begun: tuple[float, Any], batch, loss: Any) -> StepSample:
+        """Call after the step was issued: syncs, stops the clock, then reads the loss."""
+        self.backend.sync()
+        stop = time.perf_counter()
+        start, before = begun
+        after = self.backend.compile_stats()
+        index = len(self.samples)
+        sample = StepSample(
+            index=index, phase="warmup" if index < self.warmup_steps else "measure",
+            start_s=start - self.origin, time_s=stop - start,
+            tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
+            seq_len=max(batch.seq_lens), num_compiles=after.count - before.count,
+            compile_s=after.seconds - before.seconds,
+        )
+        sample.loss = self.backend.loss_value(loss)  # after the clock: a host read
+        self.samples.append(sample)
+        self.backend.events.step(sample, self.backend.scenario.train.steps)
+        return sample
+
+
+def run_steps(backend) -> LoopResult:
+    """Time `train.steps` synchronised steps, then the unsynchronised window."""
+    train = backend.scenario.train
+    recorder = StepRecorder(backend, backend.events.origin)
+    for batch in backend.plan.steps[: train.steps]:
+        begun = recorder.begin()
+        loss = backend.train_step(batch)
+        recorder.end(begun, batch, loss)
+    window = run_window(backend, backend.plan.steps[train.steps: train.steps + train.window_steps])
+    return LoopResult(recorder.samples, window, recorder.setup_compiles)
+
+
+def run_window(backend, batches) -> WindowSample | None:
+    """Issue every step, sync once: the throughput the device sustains unobserved."""
+    if not batches:
+        return None
+    backend.sync()
+    before = backend.compile_stats().count
+    start = time.perf_counter()
+    losses = [backend.train_step(batch) for batch in batches]
+    backend.sync()
+    elapsed = time.perf_counter() - start
+    return WindowSample(
+        num_steps=len(batches), time_s=elapsed,
+        tokens_real=sum(b.tokens_real for b in batches),
+        tokens_padded=sum(b.tokens_padded for b in batches),
+        num_compiles=backend.compile_stats().count - before,
+        losses=[backend.loss_value(loss) for loss in losses],
+    )

@@ -1,0 +1,78 @@
+"""Assemble a result record from a run's raw facts: provenance, metrics, cost.
+
+The worker hands over raw facts; this module adds what the harness computes, so every
+record (of any backend) is computed the same way. A failed run gets a record too: its
+reason, exit status and log tail, never a silent gap in a sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from harness import cost as cost_model
+from harness import metrics as metric_fns
+from harness.accelerators import catalog_key
+from harness.provenance import code_revision, host, utc_iso
+from harness.store import SCHEMA, SCHEMA_VERSION
+
+
+def run_key(scenario_hash: str, backend: str, accelerator: str, repeat: int) -> str:
+    """What makes two runs the same run (resume skips a key that already succeeded)."""
+    return hashlib.sha256(f"{scenario_hash}|{backend}|{accelerator}|{repeat}".encode()).hexdigest()[:20]
+
+
+def accelerator_from(facts: dict[str, Any] | None, probe) -> dict[str, Any]:
+    acc = dict(facts["accelerator"]) if facts else {"kind": probe.device_kind, "name": probe.device_name,
+                                                     "count": max(1, probe.device_count)}
+    acc["catalog_key"] = catalog_key(acc["kind"], acc.get("name", ""))
+    return acc
+
+
+def scenario_section(run) -> dict[str, Any]:
+    s = run.scenario
+    return {"name": s.name, "reference": s.reference, "file": run.source, "hash": run.scenario_hash,
+            "variant": run.variant, "cell": run.cell, "repeat": run.repeat, "overrides": run.overrides,
+            "profile": run.profile, "resolved": s.model_dump(mode="json")}
+
+
+def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any], *, key: str,
+                 started: float, finished: float, catalog: dict[str, Any], command: list[str]) -> dict[str, Any]:
+    """`outcome` is {"facts": ...} for a finished worker or {"failure": ...} otherwise."""
+    facts = outcome.get("facts")
+    failure = outcome.get("failure")
+    accelerator = accelerator_from(facts, probe)
+    record: dict[str, Any] = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex,
+        "run_key": key,
+        "status": "ok", "failure": None,
+        "scenario": scenario_section(run),
+        "backend": {"name": backend, "python": python,
+                    "options": run.scenario.backend_options.get(backend, {})},
+        "accelerator": accelerator,
+        "provenance": {**code_revision(), **host(), "started_at": utc_iso(started), "finished_at": utc_iso(finished),
+                       "command": command, "libraries": (facts or {}).get("versions", {})},
+        "raw": facts, "metrics": None, "cost": None,
+    }
+    if failure is None and facts is not None:
+        failure = _fill_metrics(record, run, catalog)
+    if failure is not None:
+        record["status"] = "failed"
+        record["failure"] = failure
+    return record
+
+
+def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:
+    raw, accelerator = record["raw"], record["accelerator"]
+    bad = metric_fns.first_non_finite_loss(raw)
+    if bad is not None:
+        step, value = bad
+        return {"kind": "non_finite_loss",
+                "reason": f"loss became {value} at step {step}: the run computed something wrong "
+                          "(learning rate, precision, masking); its speed is not reported"}
+    lora = run.scenario.train.method == "lora"
+    record["metrics"] = metric_fns.training_metrics(raw, accelerator, lora)
+    price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+    record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
+    return None

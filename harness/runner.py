@@ -1,0 +1,190 @@
+"""`bench run`: resolve a scenario into runs and execute each in its own worker process.
+
+Each run gets a fresh worker (the backend's configured interpreter), a time limit and a
+hard kill after it. Whatever happens to the worker, a record is written: its facts, or a
+failure with the reason, exit status and log tail. Runs that already have a successful
+record with the same run key are skipped (resume), unless forced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import registry
+from harness.cost import load_catalog
+from harness.loader import ResolvedRun, read_document, resolve_runs, validate
+from harness.record import accelerator_from, build_record, run_key
+from harness.store import successful_run_keys, write_record
+from harness.worker import EVENT_FD_ENV
+
+KILL_GRACE_S = 10.0
+LOG_TAIL_LINES = 40
+
+
+@dataclass
+class RunRequest:
+    scenario_path: str
+    backend: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    results_dir: Path = Path("results")
+    profile: str = "auto"  # auto: the profile named after the device kind, if any
+    interpreters: dict[str, str] = field(default_factory=dict)
+    force: bool = False
+    timeout_s: float | None = None
+    prices_file: str | None = None
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepResult:
+    records: list[dict[str, Any]]
+    skipped: list[ResolvedRun]
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] != "ok"]
+
+
+def pick_profile(requested: str, profiles: dict[str, Any], device_kind: str) -> str | None:
+    if requested == "none":
+        return None
+    if requested == "auto":
+        return device_kind if device_kind in profiles else None
+    return requested
+
+
+def run_sweep(request: RunRequest, progress) -> SweepResult:
+    """Every run of the scenario on one backend; records written as they finish."""
+    base = validate(read_document(request.scenario_path), request.scenario_path)
+    chosen = registry.choose_backend(request.backend or base.backend, request.interpreters)
+    profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
+    runs = resolve_runs(request.scenario_path, request.overrides, profile)
+    for run in runs:
+        registry.validate_backend_options(run.scenario, request.scenario_path)
+    catalog = load_catalog(request.prices_file)
+    accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
+    done = set() if request.force else successful_run_keys(request.results_dir)
+    records, skipped = [], []
+    for number, run in enumerate(runs, 1):
+        key = run_key(run.scenario_hash, chosen.name, accelerator, run.repeat)
+        if key in done:
+            skipped.append(run)
+            progress.skipped(run, number, len(runs))
+            continue
+        progress.start(run, number, len(runs), chosen)
+        started = time.time()
+        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event)
+        record = build_record(run, chosen.name, chosen.python, chosen.probe, outcome, key=key, started=started,
+                              finished=time.time(), catalog=catalog, command=request.command)
+        record["_path"] = str(write_record(request.results_dir, record))
+        progress.finish(record)
+        records.append(record)
+    return SweepResult(records, skipped)
+
+
+# --------------------------------------------------------------------------- one worker
+def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None]) -> dict:
+    """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
+    info = registry.get(chosen.name)
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        job_path, facts_path, log_path = (Path(tmp) / n for n in ("job.json", "facts.json", "worker.log"))
+        job = {"backend": chosen.name, "scenario": run.scenario.model_dump(mode="json"), "facts_path": str(facts_path)}
+        job_path.write_text(json.dumps(job))
+        read_fd, write_fd = os.pipe()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [chosen.python, "-m", "harness.worker", "run", str(job_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=(write_fd,),
+                env=registry.worker_env({**info.env, EVENT_FD_ENV: str(write_fd)}),
+                start_new_session=True,  # its own process group: a kill reaches its children
+            )
+        os.close(write_fd)
+        reader = threading.Thread(target=_read_events, args=(read_fd, on_event), daemon=True)
+        reader.start()
+        try:
+            timed_out = _wait(proc, timeout_s)
+        except BaseException:  # Ctrl-C: stop the worker; the run in flight is lost
+            _kill_group(proc)
+            raise
+        reader.join(timeout=5)
+        return _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path)
+
+
+def _read_events(fd: int, on_event: Callable[[dict], None]) -> None:
+    with os.fdopen(fd, "r") as stream:
+        for line in stream:
+            try:
+                on_event(json.loads(line))
+            except ValueError:
+                continue
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float | None) -> bool:
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return True
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the worker's process group, then SIGKILL after a grace period."""
+    for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.wait()
+
+
+def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path) -> dict:
+    tail = _tail(log_path)
+    if timed_out:
+        return {"failure": {"kind": "timeout", "reason": f"exceeded the run time limit of {timeout_s:g} s; killed",
+                            "exit_code": code, "log_tail": tail}}
+    facts = _read_facts(facts_path)
+    if facts is not None and "failure" not in facts and code == 0:
+        return {"facts": facts}
+    failure = dict((facts or {}).get("failure") or {})
+    if not failure:
+        failure = {"kind": "killed" if code < 0 else "crash", "reason": _exit_reason(code)}
+    failure.update(exit_code=code, log_tail=tail)
+    return {"failure": failure}
+
+
+def _read_facts(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        hint = " (out of memory, or killed from outside)" if -code == signal.SIGKILL else ""
+        return f"worker killed by signal {name}{hint}"
+    return f"worker exited with status {code} without writing its facts"
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])

@@ -1,0 +1,282 @@
+"""The scenario spec: what to measure, independent of the backend that measures it.
+
+A scenario is YAML turned into typed, frozen pydantic models; unknown keys are errors.
+The same file runs on every backend: backend-specific knobs live in `backend_options`,
+validated by that backend's own config model (see `harness.registry`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from harness.presets import MODEL_PRESETS
+
+
+class Section(BaseModel):
+    """Base of every spec section: immutable, and unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- model
+class Architecture(Section):
+    """Decoder architecture fields; a preset fills them, explicit values override."""
+
+    family: Literal["gemma3", "qwen2", "llama"] = "gemma3"
+    vocab_size: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    intermediate_size: PositiveInt | None = None
+    num_layers: PositiveInt | None = None
+    num_heads: PositiveInt | None = None
+    num_kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    sliding_window: PositiveInt | None = None
+    query_pre_attn_scalar: PositiveFloat | None = None
+    max_position_embeddings: PositiveInt | None = None
+    rope_theta: PositiveFloat | None = None
+    rope_local_theta: PositiveFloat | None = None
+    tie_embeddings: bool | None = None
+
+
+class ModelSpec(Section):
+    preset: str | None = "gemma-3-270m"
+    arch: Architecture | None = None
+    # random: build from the architecture with random weights (offline; all a step-time
+    # benchmark needs). pretrained: load weights from a local directory (`path`).
+    init: Literal["random", "pretrained"] = "random"
+    path: str | None = None
+    # eager is the safe default: sdpa inspects mask values on the host under XLA and
+    # gives NaN with padded sliding-window rows under torchax (platform-notes.md).
+    attention: Literal["eager", "sdpa"] = "eager"
+
+    @model_validator(mode="after")
+    def _known_preset_or_arch(self) -> "ModelSpec":
+        if self.preset is not None and self.preset not in MODEL_PRESETS:
+            known = ", ".join(sorted(MODEL_PRESETS))
+            raise ValueError(f"preset: unknown model preset {self.preset!r} (known: {known})")
+        if self.preset is None and self.arch is None and self.init == "random":
+            raise ValueError("give a preset or an arch to build a random-weight model")
+        if self.init == "pretrained" and not self.path:
+            raise ValueError("path: init: pretrained needs the path of a local model directory")
+        return self
+
+    def architecture(self) -> dict[str, Any]:
+        """The preset's fields with the explicit `arch` fields laid over them."""
+        fields = dict(MODEL_PRESETS[self.preset]) if self.preset else {}
+        if self.arch is not None:
+            fields.update(self.arch.model_dump(exclude_none=True))
+        return fields
+
+
+# --------------------------------------------------------------------------- data
+class TokenizerSpec(Section):
+    # local-bpe: a byte-level BPE the project trains on its own corpus and caches, so no
+    # hub is needed. hf-dir: a local Hugging Face tokenizer directory (tokenizer.json).
+    kind: Literal["local-bpe", "hf-dir"] = "local-bpe"
+    vocab_size: PositiveInt = 8192
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _path_for_dir(self) -> "TokenizerSpec":
+        if self.kind == "hf-dir" and not self.path:
+            raise ValueError("path: kind: hf-dir needs the path of a tokenizer directory")
+        return self
+
+
+class CallMix(Section):
+    """Shares of the synthetic example kinds (BFCL's categories, as in W4)."""
+
+    single: float = Field(0.55, ge=0)
+    multiple: float = Field(0.15, ge=0)
+    parallel: float = Field(0.15, ge=0)
+    irrelevance: float = Field(0.15, ge=0)
+
+
+class DataSpec(Section):
+    source: Literal["function-calling", "jsonl"] = "function-calling"
+    path: str | None = None
+    num_examples: PositiveInt = 512
+    seed: int = 0
+    mix: CallMix = CallMix()
+    chat_format: Literal["gemma", "chatml"] = "gemma"
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    # Loss on assistant tokens only (what SFT on chat data does); `all` for plain LM.
+    loss_on: Literal["assistant", "all"] = "assistant"
+
+    @model_validator(mode="after")
+    def _path_for_jsonl(self) -> "DataSpec":
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("path: source: jsonl needs the path of a JSONL file")
+        return self
+
+
+# --------------------------------------------------------------------------- sequence
+class SequenceSpec(Section):
+    max_length: PositiveInt = 512
+    # static: every batch padded to max_length (one shape: what XLA wants).
+    # dynamic: padded to the longest row of the micro-batch (a new shape per length).
+    # bucketed: padded to the smallest bucket that fits (a few shapes).
+    padding: Literal["static", "dynamic", "bucketed"] = "static"
+    buckets: tuple[PositiveInt, ...] | None = None
+
+    @model_validator(mode="after")
+    def _buckets_fit(self) -> "SequenceSpec":
+        if self.buckets is not None:
+            if list(self.buckets) != sorted(set(self.buckets)):
+                raise ValueError("buckets: must be strictly increasing")
+            if self.buckets[-1] != self.max_length:
+                raise ValueError(f"buckets: the last bucket must equal max_length ({self.max_length})")
+        return self
+
+    def bucket_lengths(self) -> tuple[int, ...]:
+        """Explicit buckets, or quarter/half/full max_length."""
+        if self.buckets:
+            return self.buckets
+        m = self.max_length
+        return tuple(sorted({max(1, m // 4), max(1, m // 2), m}))
+
+
+# --------------------------------------------------------------------------- train
+class LoraSpec(Section):
+    rank: PositiveInt = 8
+    alpha: PositiveFloat = 16.0
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class OptimizerSpec(Section):
+    name: Literal["adamw", "adafactor", "sgd"] = "adamw"
+    lr: PositiveFloat = 2e-5
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: PositiveFloat = 1e-8
+
+
+class ScheduleSpec(Section):
+    name: Literal["constant", "linear", "cosine", "cosine_with_restarts"] = "cosine"
+    # Learning-rate warm-up as a fraction of the steps (W4: 10%). Not the benchmark's
+    # warm-up steps, which are `train.warmup_steps`.
+    warmup_ratio: float = Field(0.0, ge=0, le=1)
+
+
+class TrainSpec(Section):
+    method: Literal["lora", "full"] = "lora"
+    lora: LoraSpec = LoraSpec()
+    optimizer: OptimizerSpec = OptimizerSpec()
+    schedule: ScheduleSpec = ScheduleSpec()
+    grad_clip: float | None = Field(1.0, gt=0)
+    # Samples per optimizer step, across all devices; micro_batch is per device per
+    # forward pass. Gradient accumulation = global / (micro x data-parallel devices).
+    global_batch: PositiveInt = 8
+    micro_batch: PositiveInt = 8
+    steps: PositiveInt = 20
+    # Benchmark warm-up: the first steps (compilation, allocator warm-up) are timed and
+    # kept, but excluded from step-time statistics.
+    warmup_steps: int = Field(2, ge=0)
+    # Extra steps after the measured ones, synchronised once at the end: what per-step
+    # synchronisation costs (metrics.md, window_throughput). 0 = skip.
+    window_steps: int = Field(0, ge=0)
+    precision: Literal["fp32", "bf16", "fp16"] = "bf16"
+    gradient_checkpointing: bool = False
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _batches_divide(self) -> "TrainSpec":
+        if self.global_batch % self.micro_batch:
+            raise ValueError(
+                f"global_batch: {self.global_batch} is not a multiple of micro_batch {self.micro_batch}"
+            )
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps: {self.warmup_steps} leaves no measured step of {self.steps}")
+        return self
+
+    @property
+    def measured_steps(self) -> int:
+        return self.steps - self.warmup_steps
+
+
+# --------------------------------------------------------------------------- parallel
+class MixedPrecisionSpec(Section):
+    param_dtype: Literal["fp32", "bf16", "fp16"] = "bf16"
+    reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+
+
+class ParallelSpec(Section):
+    # none: one device. fsdp: PyTorch FSDP2 (GPU). fsdpv2: PyTorch/XLA SPMD FSDPv2.
+    # mesh: JAX / XLA SPMD mesh. Backends refuse strategies they do not implement.
+    strategy: Literal["none", "fsdp", "fsdpv2", "mesh"] = "none"
+    # Mesh axis sizes; -1 takes all remaining devices.
+    mesh: dict[Literal["fsdp", "tensor", "data"], int] = Field(default_factory=lambda: {"fsdp": -1, "tensor": 1})
+    sharding: Literal["full_shard", "shard_grad_op"] = "full_shard"
+    mixed_precision: MixedPrecisionSpec | None = None
+    num_processes: PositiveInt = 1
+
+
+# --------------------------------------------------------------------------- cost, budgets
+class PriceOverride(Section):
+    usd_per_chip_hour: PositiveFloat
+    source: str
+    date: str
+
+
+class CostSpec(Section):
+    # The user's own prices (negotiated, spot...), keyed by accelerator catalog key.
+    prices: dict[str, PriceOverride] = Field(default_factory=dict)
+    pricing: Literal["on_demand", "spot"] = "on_demand"
+
+
+class Budget(Section):
+    """An absolute limit on a record metric, used by `bench gate`."""
+
+    metric: str
+    max: float | None = None
+    min: float | None = None
+    backend: str | None = None
+    accelerator: str | None = None
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> "Budget":
+        if self.max is None and self.min is None:
+            raise ValueError("give max or min")
+        return self
+
+
+# --------------------------------------------------------------------------- scenario
+class Scenario(Section):
+    name: str
+    description: str = ""
+    # Which public write-up this reproduces (W1..W5 in reference-workloads.md).
+    reference: str | None = None
+    backend: str | None = None
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = DataSpec()
+    sequence: SequenceSpec = SequenceSpec()
+    train: TrainSpec = TrainSpec()
+    parallel: ParallelSpec = ParallelSpec()
+    cost: CostSpec = CostSpec()
+    budgets: tuple[Budget, ...] = ()
+    repeats: PositiveInt = 1
+    # Per-run time limit for the worker process; None = no limit.
+    run_timeout_s: PositiveFloat | None = 3600.0
+    # Per-backend knobs, validated by the named backend's own config model.
+    backend_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A sweep over dotted keys: one run per combination of values.
+    matrix: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
+    # Named sets of dotted overrides for a device kind (`cpu`, `cuda`, `tpu`): how a run
+    # is fitted to a smaller machine. Applied explicitly and stated in every record.
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _sequence_fits_model(self) -> "Scenario":
+        max_pos = self.model.architecture().get("max_position_embeddings")
+        if max_pos and self.sequence.max_length > max_pos:
+            raise ValueError(
+                f"sequence.max_length: {self.sequence.max_length} exceeds the model's "
+                f"max_position_embeddings {max_pos}"
+            )
+        for key, values in self.matrix.items():
+            if not values:
+                raise ValueError(f"matrix.{key}: needs at least one value")
+        return self

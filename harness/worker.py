@@ -1,0 +1,160 @@
+"""The worker process: runs exactly one backend run (or one probe) and exits.
+
+One process per run keeps runtime state (SPMD mode, device-count flags, distributed
+init, USE_TORCH_XLA) from leaking between runs, and turns a crash or an out-of-memory
+kill into a failed record instead of a lost sweep. The parent reads progress events
+from a pipe (`BENCH_EVENT_FD`) and the run's raw facts from a JSON file; the worker's
+stdout and stderr are the log whose tail a failed record keeps.
+
+    python -m harness.worker probe NAME
+    python -m harness.worker run JOB.json
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+EVENT_FD_ENV = "BENCH_EVENT_FD"
+
+
+class EventSink:
+    """Progress events, one JSON line each, to the parent's pipe (or nowhere)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.origin = time.perf_counter()
+        self._out = os.fdopen(fd, "w", buffering=1) if fd is not None else None
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        if self._out is not None:
+            try:
+                self._out.write(json.dumps({"event": kind, **fields}) + "\n")
+            except (BrokenPipeError, ValueError):
+                self._out = None  # the parent stopped listening; keep running
+
+    def phase(self, name: str) -> None:
+        self.emit("phase", name=name)
+
+    def step(self, sample, total_steps: int) -> None:
+        self.emit("step", total=total_steps, **asdict(sample))
+
+
+# --------------------------------------------------------------------------- probe
+def probe(name: str) -> dict[str, Any]:
+    from harness.backend import Probe
+    from harness.registry import get
+
+    info = get(name)
+    if info.load is None:
+        return Probe(False, f"not implemented in this version of bench (will need {', '.join(info.requires)})").to_json()
+    missing = [m for m in info.requires if importlib.util.find_spec(m) is None]
+    if missing:
+        return Probe(False, f"{', '.join(missing)} not installed ({info.install})").to_json()
+    try:
+        return info.load().probe().to_json()
+    except Exception as exc:  # a broken install must read as unavailable, with why
+        return Probe(False, f"{type(exc).__name__}: {exc}".splitlines()[0]).to_json()
+
+
+# --------------------------------------------------------------------------- run
+def _watch_parent() -> None:
+    """Exit if the parent dies (SIGKILL included): no orphan keeps burning the chip."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(70)
+
+    threading.Thread(target=watch, daemon=True, name="bench-parent-watch").start()
+
+
+def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
+    """Run the job's backend; return the raw facts (no statistics: the parent's job)."""
+    from harness import faults
+    from harness.data.batches import build_plan
+    from harness.registry import get, options_for
+    from harness.spec import Scenario
+
+    started_at = time.time()
+    scenario = Scenario.model_validate(job["scenario"])
+    info = get(job["backend"])
+    backend = info.load()(scenario, options_for(info, scenario), events)
+    faults.arm(backend, scenario)
+    events.phase("setup")
+    model = backend.setup()
+    setup_s = time.perf_counter() - events.origin
+    events.phase("data")
+    backend.plan = build_plan(scenario, backend.data_parallel_size())
+    _check_vocab(backend.plan.tokenizer.vocab_size, model.vocab_size)
+    events.phase("steps")
+    loop = backend.run()
+    facts = {
+        "started_at": started_at, "setup_s": setup_s, "model": asdict(model),
+        "data": backend.plan.description, "loop": loop.to_json(),
+        "memory": asdict(backend.memory()), "accelerator": backend.accelerator(),
+        "versions": backend.versions(), "notes": backend.notes(),
+    }
+    backend.teardown()
+    facts["wall_s"] = time.perf_counter() - events.origin
+    return facts
+
+
+def _check_vocab(tokenizer_vocab: int, model_vocab: int) -> None:
+    if tokenizer_vocab > model_vocab:
+        raise ValueError(
+            f"the tokenizer has {tokenizer_vocab} tokens but the model's vocabulary is {model_vocab}: "
+            "lower data.tokenizer.vocab_size or raise model.arch.vocab_size"
+        )
+
+
+def failure_from(exc: BaseException) -> dict[str, Any]:
+    name = type(exc).__name__
+    oom = "OutOfMemory" in name or "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
+    return {"kind": "oom" if oom else "error", "reason": f"{name}: {exc}".strip()[:2000],
+            "traceback": traceback.format_exc()[-4000:]}
+
+
+def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+def run_job(job_path: str) -> int:
+    _watch_parent()
+    fd = os.environ.get(EVENT_FD_ENV)
+    events = EventSink(int(fd) if fd else None)
+    job = json.loads(Path(job_path).read_text())
+    out = Path(job["facts_path"])
+    try:
+        facts = execute(job, events)
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the record
+        write_json_atomic(out, {"failure": failure_from(exc)})
+        traceback.print_exc()
+        return 1
+    write_json_atomic(out, facts)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "probe":
+        print(json.dumps(probe(argv[1])))
+        return 0
+    if len(argv) == 2 and argv[0] == "run":
+        return run_job(argv[1])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
