@@ -70,7 +70,7 @@ class RunProgress:
 def summary_table(records: list[dict[str, Any]]) -> Table:
     """One row per run; `bench show` has every metric of one record."""
     table = Table(title="bench results")
-    table.add_column("run")
+    table.add_column("run", min_width=26)
     table.add_column("status")
     for column in ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run"):
         table.add_column(column, justify="right")
