@@ -5,7 +5,8 @@ scenario matches `match` (dotted key -> value):
 
     [{"match": {"train.seed": 1}, "at": "step", "step": 2, "action": "raise"}]
 
-actions: raise (an exception), exit (os._exit(3)), hang (sleep for ever), sleep
+actions: raise (an exception), exit (os._exit(3)), hang (sleep for ever; writes its pid
+to `pid_file` if given), sleep
 (`seconds` more per step: a controlled slowdown for the gate), oom (MemoryError).
 Nothing happens when the variable is unset: the backend's methods are left untouched.
 """
@@ -46,6 +47,9 @@ def trigger(fault: dict[str, Any]) -> None:
     if action == "exit":
         os._exit(3)
     if action == "hang":
+        if fault.get("pid_file"):  # lets a test kill this worker from outside
+            with open(fault["pid_file"], "w") as f:
+                f.write(str(os.getpid()))
         while True:
             time.sleep(60)
     if action == "sleep":

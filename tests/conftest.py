@@ -1,0 +1,44 @@
+"""Shared helpers: run the real CLI in a subprocess, the way users and CI do."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+def pytest_configure(config):
+    # One tokenizer cache for the session, never the user's.
+    os.environ.setdefault("BENCH_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "bench-cache"))
+
+
+def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`bench ARGS` as a subprocess of this interpreter; output captured as text."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=full_env, timeout=timeout)
+
+
+def records_in(directory: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
+
+
+def write_scenario(directory: Path, text: str, name: str = "s.yaml") -> Path:
+    path = Path(directory) / name
+    path.write_text(text)
+    return path
+
+
+TINY = (SCENARIOS / "tiny.yaml").read_text()
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    return tmp_path / "results"

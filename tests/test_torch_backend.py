@@ -1,0 +1,85 @@
+"""The default backend on its real CPU path, driven through the real CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TINY, bench, records_in, write_scenario
+from harness import metrics
+from harness.data.batches import build_plan
+from harness.loader import resolve_runs
+
+pytestmark = pytest.mark.slow
+
+
+def test_loss_falls_over_20_steps_on_repeated_data(tmp_path, results):
+    # Four examples and a global batch of four: every step sees the same data.
+    path = write_scenario(tmp_path, TINY)
+    done = bench("run", str(path), "--results-dir", str(results), "--no-progress", "--set", "train.steps=20",
+                 "--set", "data.num_examples=4", "--set", "train.optimizer.lr=0.01", "--set", "train.window_steps=0")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (record,) = records_in(results)
+    losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
+    assert len(losses) == 20
+    assert losses[-1] < losses[0] - 0.5  # 9.0 -> ~7.9 on this model, LoRA only
+    assert sum(losses[-5:]) < 0.95 * sum(losses[:5])
+
+
+def test_record_statistics_recompute_exactly_from_raw_samples(tmp_path, results):
+    done = bench("run", str(write_scenario(tmp_path, TINY)), "--results-dir", str(results), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(results)
+    assert record["status"] == "ok" and record["accelerator"]["kind"] == "cpu"
+    recomputed = metrics.training_metrics(record["raw"], record["accelerator"], lora=True)
+    assert recomputed == record["metrics"]
+    steps = record["raw"]["loop"]["steps"]
+    assert [s["phase"] for s in steps] == ["warmup"] * 2 + ["measure"] * 6
+    assert record["metrics"]["step_time_s"]["n"] == 6
+    assert record["metrics"]["mfu"] is None  # no meaningful CPU peak
+    price = record["cost"]["price"]
+    assert price["source"] and price["date"]
+    assert record["cost"]["usd_run"] == pytest.approx(record["metrics"]["run_time_s"] / 3600 * price["usd_per_chip_hour"])
+    assert "summary" not in done.stdout  # the table goes to the terminal, not a parse target
+    shown = bench("show", record_path := str(next(results.glob("*.json"))))
+    assert shown.returncode == 0 and "step time median" in shown.stdout, record_path
+
+
+def test_static_vs_dynamic_padding_same_real_tokens(tmp_path, results):
+    path = write_scenario(tmp_path, TINY + "matrix:\n  sequence.padding: [static, dynamic]\n")
+    done = bench("run", str(path), "--results-dir", str(results), "--no-progress", "--set", "train.window_steps=0")
+    assert done.returncode == 0, done.stderr
+    by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(results)}
+    static, dynamic = (by_padding[k]["raw"]["loop"]["steps"] for k in ("static", "dynamic"))
+    assert [s["tokens_real"] for s in static] == [s["tokens_real"] for s in dynamic]
+    # Padded tokens are exactly what the shared pipeline built for each policy.
+    for policy, steps in (("static", static), ("dynamic", dynamic)):
+        (run,) = resolve_runs(path, {"sequence.padding": policy, "train.window_steps": 0})
+        plan = build_plan(run.scenario)
+        assert [s["tokens_padded"] for s in steps] == [b.tokens_padded for b in plan.steps]
+    assert all(s["tokens_padded"] == 4 * 512 for s in static)
+    assert sum(s["tokens_padded"] for s in dynamic) < sum(s["tokens_padded"] for s in static)
+
+
+def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, results):
+    """The code path for real checkpoints, on a tiny model saved to disk here."""
+    import torch
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from backends.hf_common.model import hf_config
+    from harness.data.tokenizer import load_tokenizer
+    from harness.presets import MODEL_PRESETS
+
+    model_dir, tok_dir = tmp_path / "model", tmp_path / "tokenizer"
+    torch.manual_seed(123)
+    AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager")).save_pretrained(model_dir)
+    handle = load_tokenizer("local-bpe", 8192, None)
+    PreTrainedTokenizerFast(tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>",
+                            bos_token="<bos>").save_pretrained(tok_dir)
+    scenario = TINY.replace("  preset: tiny-gemma3\n", f"  preset: null\n  init: pretrained\n  path: {model_dir}\n")
+    scenario = scenario.replace("tokenizer: {kind: local-bpe, vocab_size: 8192}", f"tokenizer: {{kind: hf-dir, path: {tok_dir}}}")
+    done = bench("run", str(write_scenario(tmp_path, scenario)), "--results-dir", str(results), "--no-progress",
+                 "--set", "train.steps=3", "--set", "train.warmup_steps=1")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(results)
+    assert record["raw"]["data"]["tokenizer"]["kind"] == "hf-dir"
+    assert record["raw"]["model"]["num_layers"] == 2
