@@ -102,6 +102,52 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_gate(args) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from harness.gate import load_budgets, markdown, require_checks, run_gate
+    from harness.store import load_records
+
+    console = Console(stderr=True)
+    budgets = load_budgets(args.budgets)
+    current = _load_or_fail(args.results, console)
+    baseline = _load_or_fail([args.baseline], console) if args.baseline else None
+    checks = run_gate(current, baseline, budgets, args.budgets or "budgets")
+    require_checks(checks, args.budgets or "bench gate")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(checks))
+    if args.format == "md":
+        print(markdown(checks), end="")
+    else:
+        table = Table(title="bench gate")
+        for column in ("run", "metric", "check", "verdict", "detail"):
+            table.add_column(column)
+        for c in checks:
+            style = "red" if c.failed else ("yellow" if c.verdict in ("noise", "no-data") else "green")
+            table.add_row(escape(c.group), c.metric, c.kind, f"[{style}]{c.verdict}[/{style}]", escape(c.detail))
+        Console().print(table)
+    failed = [c for c in checks if c.failed]
+    for c in failed:
+        print(f"REGRESSION {c.group}: {c.detail}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _load_or_fail(paths, console) -> list[dict]:
+    from harness.store import load_records
+
+    for path in paths:
+        if not Path(path).exists():
+            raise SpecError(str(path), "", "no such results file or directory")
+    loaded = load_records(paths)
+    for warning in loaded.warnings:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
+    if not loaded.records:
+        raise SpecError(", ".join(map(str, paths)), "", "no result records found")
+    return loaded.records
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print result records (files or directories)")
     show.add_argument("records", nargs="+")
     show.set_defaults(func=cmd_show)
+    gate = sub.add_parser("gate", help="check results against budgets; exit 1 on a regression beyond noise")
+    gate.add_argument("results", nargs="+")
+    gate.add_argument("--budgets", help="YAML: budgets (absolute limits), relative (e.g. step_time_s: +5%%), alpha")
+    gate.add_argument("--baseline", help="results directory to compare against (relative limits)")
+    gate.add_argument("--markdown", help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
+    gate.add_argument("--format", choices=("table", "md"), default="table")
+    gate.set_defaults(func=cmd_gate)
     return parser
 
 

@@ -15,7 +15,8 @@ class SpecError(BenchError):
     def __init__(self, source: str, field: str, message: str):
         self.source, self.field, self.message = source, field, message
         where = f"{source}: {field}: " if field else f"{source}: "
-        super().__init__(f"{where}{message}")
+        # One line, always: a value quoted from a hostile file may hold newlines.
+        super().__init__(" ".join(f"{where}{message}".split()))
 
 
 class BackendUnavailable(BenchError):

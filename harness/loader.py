@@ -90,6 +90,11 @@ def read_document(path: str | Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(source, "", "not UTF-8 text") from None
+    return document_from_text(text, source)
+
+
+def document_from_text(text: str, source: str) -> dict[str, Any]:
+    """A scenario document (a mapping) from YAML text, or a SpecError."""
     doc = parse_yaml(text, source)
     if doc is None:
         raise SpecError(source, "", "empty file: a scenario needs at least `name`")

@@ -13,11 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 
 from harness.presets import MODEL_PRESETS
 
+# A sweep larger than this is almost certainly a typo (and would take weeks).
+MAX_RUNS = 1000
+
 
 class Section(BaseModel):
     """Base of every spec section: immutable, and unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- model
@@ -257,7 +260,7 @@ class Scenario(Section):
     parallel: ParallelSpec = ParallelSpec()
     cost: CostSpec = CostSpec()
     budgets: tuple[Budget, ...] = ()
-    repeats: PositiveInt = 1
+    repeats: PositiveInt = Field(1, le=100)
     # Per-run time limit for the worker process; None = no limit.
     run_timeout_s: PositiveFloat | None = 3600.0
     # Per-backend knobs, validated by the named backend's own config model.
@@ -276,7 +279,11 @@ class Scenario(Section):
                 f"sequence.max_length: {self.sequence.max_length} exceeds the model's "
                 f"max_position_embeddings {max_pos}"
             )
+        cells = 1
         for key, values in self.matrix.items():
             if not values:
                 raise ValueError(f"matrix.{key}: needs at least one value")
+            cells *= len(values)
+        if cells * self.repeats > MAX_RUNS:
+            raise ValueError(f"matrix: {cells} cells x {self.repeats} repeats exceeds {MAX_RUNS} runs")
         return self

@@ -1,0 +1,286 @@
+"""`bench gate`: fail CI on a real regression, never on noise.
+
+Checks are declarative: absolute limits (`max`/`min` on a metric, filtered by scenario,
+backend and accelerator) and relative limits against a baseline results directory
+(`step_time_s: +5%`). Every metric knows its direction. A relative check fails only when
+the change is beyond its threshold *and* distinguishable from noise on the raw samples
+(one-sided Mann-Whitney U, as asv does); with too few samples for a test, the verdict
+rests on the threshold alone and says so.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.errors import SpecError
+
+MIN_SAMPLES_FOR_TEST = 3
+
+
+# --------------------------------------------------------------------------- metrics
+def _measured(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure"]
+
+
+def _metric(record: dict[str, Any], *path: str) -> Any:
+    node: Any = record
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+@dataclass(frozen=True)
+class GateMetric:
+    direction: Literal["lower", "higher"]
+    unit: str
+    value: Callable[[dict[str, Any]], float | None]  # one record's figure
+    samples: Callable[[dict[str, Any]], list[float]] | None = None  # raw samples, if any
+
+
+GATE_METRICS: dict[str, GateMetric] = {
+    "step_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "median"),
+                              lambda r: [s["time_s"] for s in _measured(r)]),
+    "step_time_s.p90": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "p90")),
+    "tokens_per_s_real": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "tokens_per_s_real"),
+                                    lambda r: [s["tokens_real"] / s["time_s"] for s in _measured(r)]),
+    "tokens_per_s_padded": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "tokens_per_s_padded"),
+                                      lambda r: [s["tokens_padded"] / s["time_s"] for s in _measured(r)]),
+    "num_recompiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_recompiles")),
+    "num_compiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_compiles")),
+    "compile_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "compile_time_s")),
+    "peak_memory_gib": GateMetric("lower", "GiB", lambda r: _metric(r, "metrics", "peak_memory_gib")),
+    "mfu": GateMetric("higher", "", lambda r: _metric(r, "metrics", "mfu")),
+    "usd_run": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_run")),
+    "usd_per_1m_tokens_real": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_tokens_real")),
+}
+
+
+# --------------------------------------------------------------------------- budgets file
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class AbsoluteBudget(_Strict):
+    metric: str
+    max: float | None = None
+    min: float | None = None
+    scenario: str | None = None
+    backend: str | None = None
+    accelerator: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in GATE_METRICS:
+            raise ValueError(f"unknown metric {value!r} (known: {', '.join(GATE_METRICS)})")
+        return value
+
+
+_PERCENT = re.compile(r"^\s*[+-]?(\d+(\.\d+)?)\s*%\s*$")
+
+
+class BudgetsFile(_Strict):
+    budgets: tuple[AbsoluteBudget, ...] = ()
+    # metric -> allowed change in its worse direction, e.g. "+5%" (sign optional).
+    relative: dict[str, str] = Field(default_factory=dict)
+    alpha: float = Field(0.05, gt=0, lt=1)
+
+    @field_validator("relative")
+    @classmethod
+    def _relative(cls, value: dict[str, str]) -> dict[str, str]:
+        for metric, limit in value.items():
+            if metric not in GATE_METRICS:
+                raise ValueError(f"{metric}: unknown metric (known: {', '.join(GATE_METRICS)})")
+            if not isinstance(limit, str) or not _PERCENT.match(limit):
+                raise ValueError(f"{metric}: expected a percentage such as +5%, got {limit!r}")
+        return value
+
+
+def relative_threshold(limit: str) -> float:
+    return float(_PERCENT.match(limit).group(1)) / 100.0
+
+
+def load_budgets(path: str | Path | None) -> BudgetsFile:
+    if path is None:
+        return BudgetsFile()
+    from harness.loader import first_error, read_document
+
+    try:
+        return BudgetsFile.model_validate(read_document(path))
+    except ValidationError as exc:
+        raise first_error(exc, str(path)) from None
+
+
+# --------------------------------------------------------------------------- checks
+@dataclass
+class Check:
+    group: str
+    metric: str
+    kind: str  # absolute | relative | run
+    measured: float | None
+    limit: float | None
+    verdict: str  # pass | regression | noise | failed | no-data
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("regression", "failed")
+
+
+def group_key(record: dict[str, Any]) -> tuple[str, str, str, str]:
+    s = record["scenario"]
+    return s["name"], s["variant"], record["backend"]["name"], record["accelerator"]["catalog_key"]
+
+
+def label(key: tuple[str, ...]) -> str:
+    name, variant, backend, accelerator = key
+    return f"{name} [{variant}] {backend}@{accelerator}"
+
+
+def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(group_key(record), []).append(record)
+    return groups
+
+
+def figure(metric: GateMetric, records: list[dict[str, Any]]) -> tuple[float | None, list[float]]:
+    """The group's figure (median of pooled raw samples, else of per-record values)."""
+    samples = [x for r in records for x in (metric.samples(r) if metric.samples else [])]
+    if samples:
+        return statistics.median(samples), samples
+    values = [v for v in (metric.value(r) for r in records) if v is not None]
+    return (statistics.median(values) if values else None), values
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.4g}{(' ' + unit) if unit else ''}"
+
+
+def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
+    checks = []
+    for key, records in groups.items():
+        name, _, backend, accelerator = key
+        for b in budgets:
+            if (b.scenario or name) != name or (b.backend or backend) != backend or (b.accelerator or accelerator) != accelerator:
+                continue
+            metric = GATE_METRICS[b.metric]
+            value, _ = figure(metric, records)
+            checks.append(_absolute(label(key), b, metric, value))
+    return checks
+
+
+def _absolute(group: str, budget: AbsoluteBudget, metric: GateMetric, value: float | None) -> Check:
+    if value is None:
+        return Check(group, budget.metric, "absolute", None, budget.max or budget.min, "no-data", "metric absent")
+    if budget.max is not None and value > budget.max:
+        return Check(group, budget.metric, "absolute", value, budget.max, "regression",
+                     f"{budget.metric} {_fmt(value, metric.unit)} exceeds the limit max {_fmt(budget.max, metric.unit)}")
+    if budget.min is not None and value < budget.min:
+        return Check(group, budget.metric, "absolute", value, budget.min, "regression",
+                     f"{budget.metric} {_fmt(value, metric.unit)} is below the limit min {_fmt(budget.min, metric.unit)}")
+    limit = budget.max if budget.max is not None else budget.min
+    return Check(group, budget.metric, "absolute", value, limit, "pass", "within the limit")
+
+
+def relative_checks(groups, baseline_groups, relative: dict[str, str], alpha: float) -> list[Check]:
+    checks = []
+    for key, records in groups.items():
+        base = baseline_groups.get(key)
+        for name, limit in relative.items():
+            if base is None:
+                checks.append(Check(label(key), name, "relative", None, None, "no-data", "no baseline for this run"))
+                continue
+            checks.append(_relative(label(key), name, GATE_METRICS[name], relative_threshold(limit), records, base, alpha))
+    return checks
+
+
+def _relative(group: str, name: str, metric: GateMetric, threshold: float, current, baseline, alpha: float) -> Check:
+    value, samples = figure(metric, current)
+    base, base_samples = figure(metric, baseline)
+    if value is None or base is None or base == 0:
+        return Check(group, name, "relative", value, None, "no-data", "metric absent in current or baseline")
+    worse = 1 if metric.direction == "lower" else -1
+    limit = base * (1 + worse * threshold)
+    change = (value - base) / base
+    beyond = (value - limit) * worse > 0
+    p_value = _worse_p_value(samples, base_samples, metric.direction)
+    tested = p_value is not None
+    where = (f"{name} {_fmt(value, metric.unit)} vs baseline {_fmt(base, metric.unit)} ({change:+.1%}); "
+             f"limit {_fmt(limit, metric.unit)} ({'+' if worse > 0 else '-'}{threshold:.0%})")
+    noise = f"Mann-Whitney p={p_value:.3g}" if tested else f"no noise test (fewer than {MIN_SAMPLES_FOR_TEST} samples)"
+    if not beyond:
+        return Check(group, name, "relative", value, limit, "pass", f"{where}; {noise}")
+    if tested and p_value >= alpha:
+        return Check(group, name, "relative", value, limit, "noise", f"{where}; not distinguishable from noise, {noise}")
+    return Check(group, name, "relative", value, limit, "regression", f"{where}; {noise}")
+
+
+def _worse_p_value(current: list[float], baseline: list[float], direction: str) -> float | None:
+    """One-sided Mann-Whitney U: is `current` stochastically worse than `baseline`?"""
+    if len(current) < MIN_SAMPLES_FOR_TEST or len(baseline) < MIN_SAMPLES_FOR_TEST:
+        return None
+    from scipy.stats import mannwhitneyu
+
+    alternative = "greater" if direction == "lower" else "less"
+    return float(mannwhitneyu(current, baseline, alternative=alternative).pvalue)
+
+
+def failed_run_checks(groups) -> list[Check]:
+    checks = []
+    for key, records in groups.items():
+        if not any(r["status"] == "ok" for r in records):
+            reasons = "; ".join(sorted({r["failure"]["reason"][:120] for r in records}))
+            checks.append(Check(label(key), "run", "run", None, None, "failed", f"no successful run: {reasons}"))
+    return checks
+
+
+def scenario_budgets(records: list[dict[str, Any]], source: str) -> list[AbsoluteBudget]:
+    """Budgets declared in the scenarios themselves (`budgets:`), scoped to that scenario."""
+    found = []
+    for record in records:
+        for b in record["scenario"]["resolved"].get("budgets", []):
+            try:
+                found.append(AbsoluteBudget(scenario=record["scenario"]["name"], **b))
+            except ValidationError as exc:
+                from harness.loader import first_error
+
+                raise first_error(exc, f"{source} (scenario {record['scenario']['name']} budgets)") from None
+    unique = {b.model_dump_json(): b for b in found}
+    return list(unique.values())
+
+
+def run_gate(records, baseline_records, budgets: BudgetsFile, source: str) -> list[Check]:
+    ok = [r for r in records if r["status"] == "ok"]
+    groups = group_records(ok)
+    checks = failed_run_checks(group_records(records))
+    checks += absolute_checks(groups, [*budgets.budgets, *scenario_budgets(ok, source)])
+    if baseline_records is not None:
+        base_groups = group_records([r for r in baseline_records if r["status"] == "ok"])
+        checks += relative_checks(groups, base_groups, budgets.relative, budgets.alpha)
+    return checks
+
+
+def markdown(checks: list[Check]) -> str:
+    from harness.textsafe import md_cell
+
+    lines = ["| run | metric | check | measured | limit | verdict | detail |", "|---|---|---|---|---|---|---|"]
+    for c in checks:
+        lines.append("| " + " | ".join(md_cell(x) for x in (
+            c.group, c.metric, c.kind, _fmt(c.measured, ""), _fmt(c.limit, ""),
+            c.verdict.upper() if c.failed else c.verdict, c.detail)) + " |")
+    failed = sum(c.failed for c in checks)
+    lines.append("")
+    lines.append(f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} checks, {failed} failed")
+    return "\n".join(lines) + "\n"
+
+
+def require_checks(checks: list[Check], source: str) -> None:
+    if not checks:
+        raise SpecError(source, "", "no checks: give --budgets with budgets/relative limits, or --baseline")

@@ -1,0 +1,57 @@
+"""Synthetic result records for tests of the readers (gate, report): built with the
+real metrics and cost modules from raw step samples, so they are what a run writes."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+from harness import metrics
+from harness.cost import load_catalog, price_for, training_cost
+from harness.store import SCHEMA, SCHEMA_VERSION
+
+MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
+         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192}
+
+
+def make_record(times, *, name="tiny", variant="default", backend="torch", kind="cpu", device="AMD EPYC",
+                catalog_key="cpu", chips=1, warmup=(5.0,), tokens=1000, padded=2048, compiles=None,
+                status="ok", failure=None, repeat=0, budgets=()) -> dict:
+    all_times = list(warmup) + list(times)
+    compiles = compiles or [0] * len(all_times)
+    steps = [{"index": i, "phase": "warmup" if i < len(warmup) else "measure", "start_s": float(i), "time_s": t,
+              "tokens_real": tokens, "tokens_padded": padded, "seq_len": 128, "num_compiles": compiles[i],
+              "compile_s": 0.0, "loss": 2.0 - 0.01 * i} for i, t in enumerate(all_times)]
+    raw = {"loop": {"steps": steps, "window": None, "setup_compiles": 0}, "model": MODEL,
+           "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"}, "setup_s": 1.0,
+           "wall_s": 1.0 + sum(all_times), "data": {}, "versions": {"torch": "2.13.0"}, "notes": []}
+    accelerator = {"kind": kind, "name": device, "count": chips, "catalog_key": catalog_key}
+    record = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex, "run_key": uuid.uuid4().hex,
+        "status": status, "failure": failure,
+        "scenario": {"name": name, "reference": None, "file": f"scenarios/{name}.yaml", "hash": "h", "variant": variant,
+                     "cell": {}, "repeat": repeat, "overrides": {}, "profile": None,
+                     "resolved": {"name": name, "budgets": list(budgets), "sequence": {"padding": "static"}}},
+        "backend": {"name": backend, "python": "python", "options": {}},
+        "accelerator": accelerator,
+        "provenance": {"commit": "abc", "dirty": False, "hostname": "h", "platform": "linux", "python": "3.11",
+                       "bench_version": "0.1.0", "started_at": "2026-11-25T00:00:00+00:00",
+                       "finished_at": "2026-11-25T00:01:00+00:00", "command": ["bench"], "libraries": {}},
+        "raw": raw, "metrics": None, "cost": None,
+    }
+    if status == "ok":
+        record["metrics"] = metrics.training_metrics(raw, accelerator, lora=True)
+        price = price_for(catalog_key, None, load_catalog())
+        record["cost"] = training_cost(record["metrics"], chips, price)
+    return record
+
+
+def failed_record(**kwargs) -> dict:
+    return make_record([1.0], status="failed",
+                       failure={"kind": "error", "reason": "RuntimeError: boom", "exit_code": 1, "log_tail": ""}, **kwargs)
+
+
+def clone(record: dict, **changes) -> dict:
+    out = copy.deepcopy(record)
+    out.update(changes)
+    return out
