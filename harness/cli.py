@@ -148,6 +148,54 @@ def _load_or_fail(paths, console) -> list[dict]:
     return loaded.records
 
 
+def cmd_cost(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.cost import cost_ratio, cost_statement, load_catalog, parse_fleet, sensitivity
+
+    catalog = load_catalog(args.prices)
+    a, b = parse_fleet(args.a), parse_fleet(args.b)
+    result = cost_ratio(args.speedup, a, b, catalog)
+    rows = sensitivity(args.speedup, a, b, catalog)
+    if args.json:
+        print(json.dumps({**result, "sensitivity": rows}, indent=1))
+        return 0
+    console = Console()
+    console.print(cost_statement(result))
+    for p in result["prices"]:
+        console.print(f"  price {p['accelerator']}: ${p['usd_per_chip_hour']}/chip-h ({p['pricing']}; {p['source']}, {p['date']})")
+    table = Table(title="cost ratio (a/b) as one side's price varies")
+    for column in ("price x", f"{a} price scaled", f"{b} price scaled"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(f"{row['price_factor']:.2f}", f"{row['cost_ratio_if_a_price_scaled']:.3f}",
+                      f"{row['cost_ratio_if_b_price_scaled']:.3f}")
+    console.print(table)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from harness.export import to_pytest_benchmark
+    from harness.store import write_json_atomic
+
+    console = _stderr_console()
+    records = _load_or_fail(args.results, console)
+    try:
+        document = to_pytest_benchmark(records)
+    except ValueError as exc:
+        raise SpecError(", ".join(args.results), "", str(exc)) from None
+    write_json_atomic(Path(args.output), document)
+    console.print(f"wrote {len(document['benchmarks'])} benchmarks to {args.output}")
+    return 0
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -187,6 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--markdown", help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     gate.add_argument("--format", choices=("table", "md"), default="table")
     gate.set_defaults(func=cmd_gate)
+    cost = sub.add_parser("cost", help="what a speed-up means in money: cost ratio, price ratio, sensitivity")
+    cost.add_argument("--speedup", type=float, required=True, help="how many times faster a is than b")
+    cost.add_argument("--a", required=True, help="ACCELERATOR:CHIPS or TPU slice, e.g. v5p-8")
+    cost.add_argument("--b", required=True, help="ACCELERATOR:CHIPS, e.g. h100-sxm:2")
+    cost.add_argument("--prices", help="a prices file laid over the shipped catalog")
+    cost.add_argument("--json", action="store_true")
+    cost.set_defaults(func=cmd_cost)
+    export = sub.add_parser("export", help="write records as pytest-benchmark JSON (for pytest-benchmark compare)")
+    export.add_argument("results", nargs="+")
+    export.add_argument("-o", "--output", required=True)
+    export.add_argument("--format", choices=("pytest-benchmark",), default="pytest-benchmark")
+    export.set_defaults(func=cmd_export)
     return parser
 
 

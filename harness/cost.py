@@ -86,3 +86,74 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
         "chips": chips,
         "price": price.to_json(),
     }
+
+
+# --------------------------------------------------------------------------- comparisons
+@dataclass(frozen=True)
+class Fleet:
+    """Accelerators a job runs on: a catalog key and a chip count."""
+
+    accelerator: str
+    chips: int
+
+    def __str__(self) -> str:
+        return f"{self.chips}x {self.accelerator}"
+
+
+def parse_fleet(text: str) -> Fleet:
+    """`h100-sxm:2`, `tpu-v5p:4`, or a TPU slice name such as `v5p-8` (= 4 chips)."""
+    from harness.accelerators import catalog_key, chips_in_slice
+
+    key, sep, count = text.partition(":")
+    if sep:
+        if not count.isdigit() or int(count) < 1:
+            raise SpecError(text, "chips", f"expected a positive chip count, got {count!r}")
+        return Fleet(key, int(count))
+    try:
+        return Fleet(catalog_key("tpu", key), chips_in_slice(key))
+    except ValueError:
+        raise SpecError(text, "", "expected ACCELERATOR:CHIPS (h100-sxm:2) or a TPU slice (v5p-8)") from None
+
+
+def hourly(fleet: Fleet, catalog, cost_spec=None, factor: float = 1.0) -> tuple[float, Price]:
+    price = price_for(fleet.accelerator, cost_spec, catalog)
+    if price is None:
+        raise SpecError("prices", fleet.accelerator, "no price in the catalog; give one with --prices")
+    return fleet.chips * price.usd_per_chip_hour * factor, price
+
+
+def cost_ratio(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, factors=(1.0, 1.0)) -> dict:
+    """A job that runs `speedup` times faster on `a` than on `b`: what it costs on `a`
+    relative to `b`. cost = chips x hours x price, so the ratio is price ratio / speedup."""
+    hourly_a, price_a = hourly(a, catalog, cost_spec, factors[0])
+    hourly_b, price_b = hourly(b, catalog, cost_spec, factors[1])
+    price_ratio = hourly_a / hourly_b
+    ratio = price_ratio / speedup
+    return {"speedup": speedup, "a": str(a), "b": str(b), "usd_per_hour_a": hourly_a, "usd_per_hour_b": hourly_b,
+            "price_ratio": price_ratio, "cost_ratio": ratio, "prices": [price_a.to_json(), price_b.to_json()],
+            # The price of one `b` chip-hour at which both cost the same per job.
+            "break_even_usd_per_chip_hour_b": hourly_a / speedup / b.chips}
+
+
+def cost_statement(c: dict) -> str:
+    cheaper = f"{1 / c['cost_ratio']:.2f}x cheaper" if c["cost_ratio"] < 1 else f"{c['cost_ratio']:.2f}x dearer"
+    return (f"{c['a']} is {c['speedup']:.2f}x faster than {c['b']}; at ${c['usd_per_hour_a']:.2f}/h vs "
+            f"${c['usd_per_hour_b']:.2f}/h (price ratio {c['price_ratio']:.3f}) a job costs {c['cost_ratio']:.3f}x "
+            f"as much on {c['a']}: {cheaper}. Break-even: {c['b'].split('x ', 1)[1]} at "
+            f"${c['break_even_usd_per_chip_hour_b']:.2f}/chip-hour.")
+
+
+def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None,
+                factors=(0.5, 0.75, 1.0, 1.25, 1.5)) -> list[dict]:
+    """How the cost ratio moves as each side's price varies (the other held at list)."""
+    rows = []
+    for f in factors:
+        rows.append({"price_factor": f,
+                     "cost_ratio_if_a_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (f, 1.0))["cost_ratio"],
+                     "cost_ratio_if_b_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (1.0, f))["cost_ratio"]})
+    return rows
+
+
+def workload_cost(train_usd: float, fine_tunes: float, serve_usd_per_1m_tokens: float, served_tokens_millions: float) -> float:
+    """A train-plus-serve workload: `fine_tunes` fine-tunes plus N million served tokens."""
+    return fine_tunes * train_usd + served_tokens_millions * serve_usd_per_1m_tokens
