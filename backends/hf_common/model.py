@@ -123,10 +123,12 @@ def build_optimizer(model: torch.nn.Module, scenario):
 
 
 def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Sum of next-token cross-entropy over trained positions (labels shifted by one)."""
-    shifted_logits = logits[:, :-1, :].float()
-    shifted_labels = labels[:, 1:]
+    """Sum of next-token cross-entropy over trained positions.
+
+    The labels are shifted (padded by one ignored position), not the logits: slicing
+    the [rows, length, vocab] logits would copy the largest tensor of the step."""
+    shifted = F.pad(labels, (0, 1), value=IGNORE_INDEX)[:, 1:]
     return F.cross_entropy(
-        shifted_logits.reshape(-1, shifted_logits.size(-1)), shifted_labels.reshape(-1),
+        logits.float().reshape(-1, logits.size(-1)), shifted.reshape(-1),
         ignore_index=IGNORE_INDEX, reduction="sum",
     )
