@@ -196,6 +196,34 @@ def _stderr_console():
     return Console(stderr=True)
 
 
+def cmd_report(args) -> int:
+    from reports.model import build
+    from reports.render import write
+
+    console = _stderr_console()
+    records = _load_or_fail(args.results, console)
+    for field, wanted in (("scenario", args.scenario), ("backend", args.backend), ("accelerator", args.accelerator)):
+        if wanted:
+            records = [r for r in records if _record_field(r, field) in wanted]
+    if not records:
+        raise SpecError(", ".join(args.results), "", "no records left after the filters")
+    baseline = None
+    if args.baseline:
+        key, value = _key_value(args.baseline, "--baseline")
+        if key not in ("variant", "backend", "accelerator"):
+            raise SpecError("--baseline", key, "expected variant=..., backend=... or accelerator=...")
+        baseline = (key, value)
+    fmt = args.format or {".md": "md", ".csv": "csv"}.get(Path(args.output).suffix, "html")
+    path = write(build(records, baseline), Path(args.output), fmt)
+    console.print(f"wrote {fmt} report of {len(records)} records to {path}")
+    return 0
+
+
+def _record_field(record: dict, field: str) -> str:
+    return {"scenario": record["scenario"]["name"], "backend": record["backend"]["name"],
+            "accelerator": record["accelerator"]["catalog_key"]}[field]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -242,6 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--prices", help="a prices file laid over the shipped catalog")
     cost.add_argument("--json", action="store_true")
     cost.set_defaults(func=cmd_cost)
+    report = sub.add_parser("report", help="write an HTML (or Markdown, CSV) comparison of result records")
+    report.add_argument("results", nargs="*", default=["results"])
+    report.add_argument("-o", "--output", default="reports/index.html")
+    report.add_argument("--format", choices=("html", "md", "csv"), help="default: from the output's suffix, else html")
+    report.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
+    report.add_argument("--backend", action="append", help="only these backends (repeatable)")
+    report.add_argument("--accelerator", action="append", help="only these accelerators, by catalog key (repeatable)")
+    report.add_argument("--baseline", metavar="KEY=VALUE", help="the row others are compared to: variant=, backend= or accelerator=")
+    report.set_defaults(func=cmd_report)
+
     export = sub.add_parser("export", help="write records as pytest-benchmark JSON (for pytest-benchmark compare)")
     export.add_argument("results", nargs="+")
     export.add_argument("-o", "--output", required=True)

@@ -143,3 +143,22 @@ def first_non_finite_loss(raw: dict[str, Any]) -> tuple[int, float] | None:
 
 def _gib(value: int | None) -> float | None:
     return None if value is None else value / GIB
+
+
+# --------------------------------------------------------------------------- comparing runs
+def across_runs(values: Iterable[float | None]) -> float | None:
+    """One figure for repeated runs of the same configuration: the median (metrics.md)."""
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def ratio_words(value: float | None, baseline: float | None, lower_is_better: bool, what: str) -> str | None:
+    """`6.1x lower median step time`: a ratio always >= 1, with its direction in words."""
+    if value is None or baseline is None or value <= 0 or baseline <= 0:
+        return None
+    ratio = max(value, baseline) / min(value, baseline)
+    if ratio < 1.005:
+        return f"same {what}"
+    direction = "lower" if value < baseline else "higher"
+    verdict = "better" if (value < baseline) == lower_is_better else "worse"
+    return f"{ratio:.2f}x {direction} {what} ({verdict})"
