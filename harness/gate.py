@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import SpecError
 
 MIN_SAMPLES_FOR_TEST = 3
+# With 4 runs a side, a one-sided Mann-Whitney U can reach p = 1/70; with 3, only 1/20.
+MIN_RUNS_FOR_TEST = 4
 
 
 # --------------------------------------------------------------------------- metrics
@@ -150,13 +152,25 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, A
     return groups
 
 
-def figure(metric: GateMetric, records: list[dict[str, Any]]) -> tuple[float | None, list[float]]:
-    """The group's figure (median of pooled raw samples, else of per-record values)."""
-    samples = [x for r in records for x in (metric.samples(r) if metric.samples else [])]
-    if samples:
-        return statistics.median(samples), samples
+def figure(metric: GateMetric, records: list[dict[str, Any]]) -> float | None:
+    """The group's figure: the median over its runs of each run's own figure."""
     values = [v for v in (metric.value(r) for r in records) if v is not None]
-    return (statistics.median(values) if values else None), values
+    return statistics.median(values) if values else None
+
+
+def noise_samples(metric: GateMetric, current, baseline) -> tuple[list[float], list[float], str]:
+    """What the noise test compares. Runs of the same code differ from one another more
+    than steps within a run do (measured here: run medians spread ~25% on a 2-core
+    machine), so with enough repeats the samples are per-run figures; otherwise the
+    steps of the runs, which cannot see between-run noise (and the detail says so)."""
+    if len(current) >= MIN_RUNS_FOR_TEST and len(baseline) >= MIN_RUNS_FOR_TEST:
+        per_run = lambda rs: [v for v in (metric.value(r) for r in rs) if v is not None]  # noqa: E731
+        return per_run(current), per_run(baseline), f"{len(current)} vs {len(baseline)} runs"
+    if metric.samples is None:
+        return [], [], "too few runs"
+    pooled = lambda rs: [x for r in rs for x in metric.samples(r)]  # noqa: E731
+    return (pooled(current), pooled(baseline),
+            f"steps of {len(current)} vs {len(baseline)} runs; between-run noise unmeasured (use repeats >= {MIN_RUNS_FOR_TEST})")
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -171,7 +185,7 @@ def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
             if (b.scenario or name) != name or (b.backend or backend) != backend or (b.accelerator or accelerator) != accelerator:
                 continue
             metric = GATE_METRICS[b.metric]
-            value, _ = figure(metric, records)
+            value = figure(metric, records)
             checks.append(_absolute(label(key), b, metric, value))
     return checks
 
@@ -202,22 +216,22 @@ def relative_checks(groups, baseline_groups, relative: dict[str, str], alpha: fl
 
 
 def _relative(group: str, name: str, metric: GateMetric, threshold: float, current, baseline, alpha: float) -> Check:
-    value, samples = figure(metric, current)
-    base, base_samples = figure(metric, baseline)
+    value, base = figure(metric, current), figure(metric, baseline)
     if value is None or base is None or base == 0:
         return Check(group, name, "relative", value, None, "no-data", "metric absent in current or baseline")
     worse = 1 if metric.direction == "lower" else -1
     limit = base * (1 + worse * threshold)
     change = (value - base) / base
     beyond = (value - limit) * worse > 0
+    samples, base_samples, basis = noise_samples(metric, current, baseline)
     p_value = _worse_p_value(samples, base_samples, metric.direction)
-    tested = p_value is not None
     where = (f"{name} {_fmt(value, metric.unit)} vs baseline {_fmt(base, metric.unit)} ({change:+.1%}); "
              f"limit {_fmt(limit, metric.unit)} ({'+' if worse > 0 else '-'}{threshold:.0%})")
-    noise = f"Mann-Whitney p={p_value:.3g}" if tested else f"no noise test (fewer than {MIN_SAMPLES_FOR_TEST} samples)"
+    noise = (f"Mann-Whitney p={p_value:.3g} on {basis}" if p_value is not None
+             else f"no noise test ({basis}; fewer than {MIN_SAMPLES_FOR_TEST} samples)")
     if not beyond:
         return Check(group, name, "relative", value, limit, "pass", f"{where}; {noise}")
-    if tested and p_value >= alpha:
+    if p_value is not None and p_value >= alpha:
         return Check(group, name, "relative", value, limit, "noise", f"{where}; not distinguishable from noise, {noise}")
     return Check(group, name, "relative", value, limit, "regression", f"{where}; {noise}")
 

@@ -97,3 +97,21 @@ def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
     assert "**FAIL**" in summary.read_text()
     same = bench("gate", str(base_dir), "--baseline", str(base_dir), "--budgets", str(budgets))
     assert same.returncode == 0, same.stdout
+
+
+def _runs(medians, seed):
+    """One record per run; each run tight inside, runs apart from one another."""
+    return [make_record(noisy(m, n=8, spread=0.02, seed=seed + i), repeat=i) for i, m in enumerate(medians)]
+
+
+def test_with_repeats_the_noise_test_uses_between_run_variation():
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}})
+    baseline = _runs([0.20, 0.23, 0.25, 0.21, 0.24], seed=0)
+    # Same code, runs spread ~25% as measured on this machine: the median of medians
+    # moved +13%, but the runs overlap, so it is noise (steps alone would say otherwise).
+    same = _runs([0.27, 0.26, 0.22, 0.25, 0.20], seed=10)
+    (check,) = run_gate(same, baseline, budgets, "b")
+    assert check.verdict in ("pass", "noise") and "5 vs 5 runs" in check.detail
+    slower = _runs([m * 1.3 for m in (0.20, 0.23, 0.25, 0.21, 0.24)], seed=20)
+    (check,) = run_gate(slower, baseline, budgets, "b")
+    assert check.verdict == "regression" and "5 vs 5 runs" in check.detail
