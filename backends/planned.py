@@ -21,6 +21,4 @@ PLANNED = [
                 "pip install -e '.[jax]'", _NoOptions, load=None, priority=20),
     BackendInfo("torchax", "a PyTorch model trained by JAX via torchax", ("torchax", "jax", "optax"),
                 "pip install -e '.[torchax]'", _NoOptions, load=None, priority=10),
-    BackendInfo("gpu-fsdp", "PyTorch FSDP2 + transformers + peft (+ trl), torchrun", ("torch", "transformers", "peft"),
-                "pip install -e '.[torch]'", _NoOptions, load=None, priority=25),
 ]

@@ -55,6 +55,9 @@ class BackendInfo:
     # Environment for the worker; e.g. USE_TORCH_XLA=0 keeps an installed torch_xla
     # from taking over transformers in a non-XLA run (platform-notes.md).
     env: dict[str, str] = field(default_factory=dict)
+    # Interpreter arguments that launch the worker module, e.g. torchrun's
+    # ["-m", "torch.distributed.run", "--nproc-per-node", "2"]; None: plain python.
+    launch: Callable[[Any], list[str]] | None = None
 
 
 @dataclass
@@ -141,6 +144,10 @@ class Backend(ABC):
     def notes(self) -> list[str]:
         """Anything the user should know about how this run was done."""
         return []
+
+    def extra_facts(self) -> dict[str, Any]:
+        """Backend-specific raw facts for the record (sharding, per-rank times...)."""
+        return {}
 
     def run(self):
         """Time the steps with the harness's loop (override if the framework owns it)."""

@@ -24,6 +24,7 @@ class StepSample:
     tokens_real: int
     tokens_padded: int
     seq_len: int  # the longest padded length among the step's micro-batches
+    seq_lens: list[int]  # every micro-batch's padded length (each is a shape to compile)
     num_compiles: int  # compilations that happened during this step
     compile_s: float
     loss: float | None = None
@@ -65,7 +66,8 @@ class StepRecorder:
         return time.perf_counter(), self.backend.compile_stats()
 
     def end(self, begun: tuple[float, Any], batch, loss: Any) -> StepSample:
-        """Call after the step was issued: syncs, stops the clock, then reads the loss."""
+        """Call after the step was issued: syncs, stops the clock, then reads the loss
+        (None when the framework reports it later, e.g. through a Trainer's logs)."""
         self.backend.sync()
         stop = time.perf_counter()
         start, before = begun
@@ -75,10 +77,10 @@ class StepRecorder:
             index=index, phase="warmup" if index < self.warmup_steps else "measure",
             start_s=start - self.origin, time_s=stop - start,
             tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
-            seq_len=max(batch.seq_lens), num_compiles=after.count - before.count,
+            seq_len=max(batch.seq_lens), seq_lens=list(batch.seq_lens), num_compiles=after.count - before.count,
             compile_s=after.seconds - before.seconds,
         )
-        sample.loss = self.backend.loss_value(loss)  # after the clock: a host read
+        sample.loss = None if loss is None else self.backend.loss_value(loss)  # after the clock
         self.samples.append(sample)
         self.backend.events.step(sample, self.backend.scenario.train.steps)
         return sample

@@ -26,10 +26,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _builtin() -> list[BackendInfo]:
+    from backends.gpu_fsdp import BACKEND_INFO as fsdp_info
     from backends.planned import PLANNED
     from backends.torch_eager import BACKEND_INFO as torch_info
 
-    return [torch_info, *PLANNED]
+    return [torch_info, fsdp_info, *PLANNED]
 
 
 def all_backends() -> dict[str, BackendInfo]:

@@ -24,7 +24,7 @@ from harness.cost import load_catalog
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
 from harness.store import successful_run_keys, write_record
-from harness.worker import EVENT_FD_ENV
+from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
 LOG_TAIL_LINES = 40
@@ -96,36 +96,53 @@ def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Cal
     """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
     info = registry.get(chosen.name)
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
-        job_path, facts_path, log_path = (Path(tmp) / n for n in ("job.json", "facts.json", "worker.log"))
+        job_path, facts_path, log_path, events_path = (
+            Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl"))
         job = {"backend": chosen.name, "scenario": run.scenario.model_dump(mode="json"), "facts_path": str(facts_path)}
         job_path.write_text(json.dumps(job))
-        read_fd, write_fd = os.pipe()
+        launch = info.launch(run.scenario) if info.launch else []
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [chosen.python, "-m", "harness.worker", "run", str(job_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=(write_fd,),
-                env=registry.worker_env({**info.env, EVENT_FD_ENV: str(write_fd)}),
+                [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=registry.worker_env({**info.env, EVENT_FILE_ENV: str(events_path)}),
                 start_new_session=True,  # its own process group: a kill reaches its children
             )
-        os.close(write_fd)
-        reader = threading.Thread(target=_read_events, args=(read_fd, on_event), daemon=True)
-        reader.start()
+        stop = threading.Event()
+        follower = threading.Thread(target=_follow_events, args=(events_path, on_event, stop), daemon=True)
+        follower.start()
         try:
             timed_out = _wait(proc, timeout_s)
         except BaseException:  # Ctrl-C: stop the worker; the run in flight is lost
             _kill_group(proc)
             raise
-        reader.join(timeout=5)
+        finally:
+            stop.set()
+            follower.join(timeout=5)
         return _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path)
 
 
-def _read_events(fd: int, on_event: Callable[[dict], None]) -> None:
-    with os.fdopen(fd, "r") as stream:
-        for line in stream:
-            try:
-                on_event(json.loads(line))
-            except ValueError:
-                continue
+def _follow_events(path: Path, on_event: Callable[[dict], None], stop: threading.Event) -> None:
+    """Tail the worker's event file until told to stop, then drain it."""
+    position = 0
+    while True:
+        finished = stop.is_set()
+        try:
+            with open(path, "rb") as stream:
+                stream.seek(position)
+                for line in stream:
+                    if not line.endswith(b"\n"):
+                        break  # a line still being written
+                    position += len(line)
+                    try:
+                        on_event(json.loads(line))
+                    except ValueError:
+                        continue
+        except FileNotFoundError:
+            pass
+        if finished:
+            return
+        stop.wait(0.1)
 
 
 def _wait(proc: subprocess.Popen, timeout_s: float | None) -> bool:
@@ -160,7 +177,9 @@ def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Pa
     facts = _read_facts(facts_path)
     if facts is not None and "failure" not in facts and code == 0:
         return {"facts": facts}
-    failure = dict((facts or {}).get("failure") or {})
+    rank_failures = [_read_facts(p) for p in sorted(facts_path.parent.glob(f"{facts_path.stem}.rank*.json"))]
+    reported = [f["failure"] for f in [facts, *rank_failures] if f and "failure" in f]
+    failure = dict(reported[0]) if reported else {}
     if not failure:
         failure = {"kind": "killed" if code < 0 else "crash", "reason": _exit_reason(code)}
     failure.update(exit_code=code, log_tail=tail)

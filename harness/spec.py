@@ -260,7 +260,7 @@ class Scenario(Section):
     parallel: ParallelSpec = ParallelSpec()
     cost: CostSpec = CostSpec()
     budgets: tuple[Budget, ...] = ()
-    repeats: PositiveInt = Field(1, le=100)
+    repeats: PositiveInt = Field(1, le=MAX_RUNS)
     # Per-run time limit for the worker process; None = no limit.
     run_timeout_s: PositiveFloat | None = 3600.0
     # Per-backend knobs, validated by the named backend's own config model.

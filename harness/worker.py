@@ -2,9 +2,10 @@
 
 One process per run keeps runtime state (SPMD mode, device-count flags, distributed
 init, USE_TORCH_XLA) from leaking between runs, and turns a crash or an out-of-memory
-kill into a failed record instead of a lost sweep. The parent reads progress events
-from a pipe (`BENCH_EVENT_FD`) and the run's raw facts from a JSON file; the worker's
-stdout and stderr are the log whose tail a failed record keeps.
+kill into a failed record instead of a lost sweep. The parent follows progress events
+in a file (`BENCH_EVENT_FILE`) and reads the run's raw facts from a JSON file; the
+worker's stdout and stderr are the log whose tail a failed record keeps. Under a
+multi-process launcher (torchrun) every rank runs this; rank 0 reports.
 
     python -m harness.worker probe NAME
     python -m harness.worker run JOB.json
@@ -23,22 +24,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-EVENT_FD_ENV = "BENCH_EVENT_FD"
+EVENT_FILE_ENV = "BENCH_EVENT_FILE"
 
 
 class EventSink:
-    """Progress events, one JSON line each, to the parent's pipe (or nowhere)."""
+    """Progress events, one JSON line each, appended to a file the parent follows (a
+    file, not a pipe: launchers such as torchrun close inherited descriptors)."""
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, path: str | None) -> None:
         self.origin = time.perf_counter()
-        self._out = os.fdopen(fd, "w", buffering=1) if fd is not None else None
+        self._out = open(path, "a", buffering=1) if path else None
 
     def emit(self, kind: str, **fields: Any) -> None:
         if self._out is not None:
             try:
                 self._out.write(json.dumps({"event": kind, **fields}) + "\n")
-            except (BrokenPipeError, ValueError):
-                self._out = None  # the parent stopped listening; keep running
+            except (OSError, ValueError):
+                self._out = None  # nowhere to report progress; keep running
 
     def phase(self, name: str) -> None:
         self.emit("phase", name=name)
@@ -102,7 +104,7 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
         "started_at": started_at, "setup_s": setup_s, "model": asdict(model),
         "data": backend.plan.description, "loop": loop.to_json(),
         "memory": asdict(backend.memory()), "accelerator": backend.accelerator(),
-        "versions": backend.versions(), "notes": backend.notes(),
+        "versions": backend.versions(), "notes": backend.notes(), "extra": backend.extra_facts(),
     }
     backend.teardown()
     facts["wall_s"] = time.perf_counter() - events.origin
@@ -130,19 +132,25 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
 def run_job(job_path: str) -> int:
     _watch_parent()
-    fd = os.environ.get(EVENT_FD_ENV)
-    events = EventSink(int(fd) if fd else None)
     job = json.loads(Path(job_path).read_text())
-    out = Path(job["facts_path"])
+    me = rank()
+    events = EventSink(os.environ.get(EVENT_FILE_ENV) if me == 0 else None)
+    facts_path = Path(job["facts_path"])
+    out = facts_path if me == 0 else facts_path.with_name(f"{facts_path.stem}.rank{me}.json")
     try:
         facts = execute(job, events)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the record
         write_json_atomic(out, {"failure": failure_from(exc)})
         traceback.print_exc()
         return 1
-    write_json_atomic(out, facts)
+    if me == 0:
+        write_json_atomic(out, facts)
     return 0
 
 

@@ -12,7 +12,8 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert rows["torch"]["available"] and rows["torch"]["device_kind"] == "cpu"
-    for name in ("xla-fsdpv2", "jax-tunix", "gpu-fsdp", "torchax"):
+    assert rows["gpu-fsdp"]["available"] and "gloo" in rows["gpu-fsdp"]["reason"]
+    for name in ("xla-fsdpv2", "jax-tunix", "torchax"):
         assert not rows[name]["available"] and rows[name]["reason"]
 
 

@@ -1,0 +1,45 @@
+"""Backend `gpu-fsdp`: PyTorch FSDP2 (`fully_shard`) with transformers + peft, one
+process per GPU through torchrun; NCCL on GPUs, gloo on the CPU (where the tests run it
+for real). The GPU side of W3's 2x H100 baseline and W4's 8x H100 FSDP study."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from harness.backend import BackendInfo, BackendOptions
+
+
+class FsdpOptions(BackendOptions):
+    # loop: the harness's own timed loop. sft_trainer: trl's SFTTrainer drives the steps
+    # (what many users run), timed by a synchronising callback.
+    mode: Literal["loop", "sft_trainer"] = "loop"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    # torch.compile the model; its graph compilations are counted like XLA's.
+    compile: bool = False
+    compile_backend: Literal["inductor", "aot_eager", "eager"] = "inductor"
+    # auto: dynamo's default (a second shape compiles one dynamic graph); static: every
+    # new shape compiles again (what XLA does); dynamic: dynamic from the start.
+    compile_shapes: Literal["auto", "static", "dynamic"] = "auto"
+
+
+def _launch(scenario) -> list[str]:
+    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(scenario.parallel.num_processes)]
+
+
+def _load():
+    from backends.gpu_fsdp.backend import FsdpBackend
+
+    return FsdpBackend
+
+
+BACKEND_INFO = BackendInfo(
+    name="gpu-fsdp",
+    summary="PyTorch FSDP2 + transformers + peft (+ trl SFTTrainer), torchrun; NCCL or gloo",
+    requires=("torch", "transformers", "peft"),
+    install="pip install -e '.[torch]' (mode sft_trainer: '.[torch,trl]')",
+    options=FsdpOptions,
+    load=_load,
+    priority=25,
+    env={"USE_TORCH_XLA": "0"},
+    launch=_launch,
+)

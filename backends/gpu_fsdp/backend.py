@@ -1,0 +1,218 @@
+"""FSDP2 over torchrun ranks. Every rank runs this; rank 0 reports.
+
+Parallelism is applied in a fixed order (torchtitan's habit): LoRA, activation
+checkpointing, `fully_shard` per decoder layer, then the root, then torch.compile. Each
+rank feeds its share of every micro-batch's rows; the loss is the same token-weighted sum
+as the single-process backend, so their loss curves must agree.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
+from backends.torch_eager.backend import cpu_name
+from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.loop import run_steps
+
+
+class FsdpBackend(Backend):
+    @classmethod
+    def probe(cls) -> Probe:
+        if torch.cuda.is_available():
+            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count())
+        return Probe(True, "no GPU: runs over gloo on the CPU", "cpu", cpu_name(), 1)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> ModelFacts:
+        self.rank, self.world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+        self.device = self._device()
+        dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+        model = apply_lora(build_model(self.scenario), self.scenario)  # same seed on every rank
+        if self.options.mode == "sft_trainer":
+            return self._setup_for_trainer(model)
+        if self.scenario.train.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.model = self._shard(model.float().to(self.device))
+        self.optimizer, self.schedule = build_optimizer(self.model, self.scenario)
+        facts = model_facts(self.model)  # DTensor numel is the global size
+        if self.options.compile:
+            self._compile()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return facts
+
+    def _setup_for_trainer(self, model: torch.nn.Module) -> ModelFacts:
+        """The Trainer builds its own optimizer and schedule from the scenario's values."""
+        if self.world > 1:
+            raise ValueError("backend_options.gpu-fsdp.mode: sft_trainer runs on one process in this version "
+                             "(parallel.num_processes must be 1)")
+        if self.options.compile:
+            raise ValueError("backend_options.gpu-fsdp.compile: not supported with mode sft_trainer")
+        self.model = model.float().to(self.device)
+        self.num_sharded_layers = 0
+        return model_facts(self.model)
+
+    def _device(self) -> torch.device:
+        if self.options.device == "cuda" or (self.options.device == "auto" and torch.cuda.is_available()):
+            local = int(os.environ.get("LOCAL_RANK", 0))
+            torch.cuda.set_device(local)
+            return torch.device("cuda", local)
+        return torch.device("cpu")
+
+    def _mixed_precision(self):
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
+        spec, precision = self.scenario.parallel.mixed_precision, self.scenario.train.precision
+        if spec is not None:
+            return MixedPrecisionPolicy(param_dtype=DTYPES[spec.param_dtype], reduce_dtype=DTYPES[spec.reduce_dtype])
+        if precision != "fp32":
+            return MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
+        return MixedPrecisionPolicy()
+
+    def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
+        """fully_shard each decoder layer, then the root. full_shard frees the gathered
+        parameters after forward; shard_grad_op keeps them until backward (ZeRO-2)."""
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(self.device.type, (self.world,))
+        reshard = self.scenario.parallel.sharding == "full_shard"
+        policy = self._mixed_precision()
+        layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+        for layer in layers:
+            fully_shard(layer, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+        self.num_sharded_layers = len(layers)
+        return model
+
+    def _compile(self) -> None:
+        import torch._dynamo
+
+        shapes = self.options.compile_shapes
+        if shapes == "static":
+            torch._dynamo.config.automatic_dynamic_shapes = False
+            torch._dynamo.config.recompile_limit = 10_000  # never fall back to eager silently
+        self.model.compile(backend=self.options.compile_backend, dynamic=True if shapes == "dynamic" else None)
+
+    # ------------------------------------------------------------------ steps
+    def _my_rows(self, micro):
+        rows = micro.input_ids.shape[0] // self.world
+        return micro.rows(self.rank * rows, (self.rank + 1) * rows)
+
+    def train_step(self, batch) -> torch.Tensor:
+        self.model.train()
+        normaliser = max(batch.num_loss_tokens, 1)
+        total = torch.zeros((), device=self.device)
+        last = len(batch.micro_batches) - 1
+        for i, micro in enumerate(batch.micro_batches):
+            mine = self._my_rows(micro)
+            ids, mask, labels = (torch.from_numpy(a).to(self.device) for a in (mine.input_ids, mine.attention_mask, mine.labels))
+            self.model.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
+            logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            loss = token_loss_sum(logits, labels) / normaliser
+            # FSDP averages gradients over ranks; the loss is a sum over all ranks' tokens.
+            (loss * self.world).backward()
+            total += loss.detach()
+        clip = self.scenario.train.grad_clip
+        if clip:
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], clip)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def loss_value(self, loss: torch.Tensor) -> float:
+        """Every rank's share of the loss, summed (a collective: called on all ranks)."""
+        summed = loss.detach().clone()
+        dist.all_reduce(summed)
+        return float(summed.item())
+
+    def run(self):
+        """The harness's loop, then each step's time set to the slowest rank's."""
+        if self.options.mode == "sft_trainer":
+            from backends.gpu_fsdp.sft import run_sft_trainer
+
+            return run_sft_trainer(self)
+        result = run_steps(self)
+        own = [s.time_s for s in result.steps] + ([result.window.time_s] if result.window else [])
+        per_rank = self._gather(own)
+        slowest = [max(ts) for ts in zip(*per_rank)]
+        for sample, seconds in zip(result.steps, slowest):
+            sample.time_s = seconds
+        if result.window:
+            result.window.time_s = slowest[-1]
+        self.per_rank_times = per_rank
+        return result
+
+    def _gather(self, values: list[float]) -> list[list[float]]:
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        everyone = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(everyone, mine)
+        return [t.tolist() for t in everyone]
+
+    # ------------------------------------------------------------------ facts
+    def compile_stats(self) -> CompileStats:
+        if not self.options.compile:
+            return CompileStats()
+        from torch._dynamo.utils import counters
+
+        return CompileStats(count=int(counters["stats"]["unique_graphs"]))
+
+    def memory(self) -> MemoryFacts:
+        if self.device.type == "cuda":
+            mine, kind = torch.cuda.max_memory_allocated(self.device), "cuda_max_allocated"
+        else:
+            mine, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss"
+        per_rank = [int(r[0]) for r in self._gather([float(mine)])]
+        return MemoryFacts(max(per_rank), kind, per_rank_bytes=per_rank)
+
+    def accelerator(self) -> dict[str, Any]:
+        if self.device.type == "cuda":
+            return {"kind": "cuda", "name": torch.cuda.get_device_name(self.device), "count": self.world}
+        # Ranks share one host: cost counts the host once.
+        return {"kind": "cpu", "name": cpu_name(), "count": 1, "processes": self.world}
+
+    def extra_facts(self) -> dict[str, Any]:
+        from torch.distributed.tensor import DTensor
+
+        params = [p for p in self.model.parameters()]
+        sharded = [p for p in params if isinstance(p, DTensor)]
+        local = sum(p.to_local().numel() for p in sharded)
+        return {
+            "world_size": self.world, "backend": dist.get_backend(), "sharding": self.scenario.parallel.sharding,
+            "num_sharded_layers": self.num_sharded_layers, "num_dtensor_params": len(sharded), "num_params_total": len(params),
+            "placements": sorted({str(p.placements) for p in sharded}),
+            "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
+            "per_rank_step_time_s": getattr(self, "per_rank_times", None),
+            "mode": self.options.mode, "compile": self.options.compile,
+        }
+
+    def versions(self) -> dict[str, str]:
+        import peft
+        import transformers
+
+        found = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
+                 "peft": peft.__version__}
+        if self.options.mode == "sft_trainer":
+            import trl
+
+            found["trl"] = trl.__version__
+        return found
+
+    def notes(self) -> list[str]:
+        return [f"FSDP2 over {self.world} rank(s), {self.scenario.parallel.sharding}, {dist.get_backend()}"]
+
+    def teardown(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,96 @@
+"""Backend `gpu-fsdp` for real: 2 ranks over gloo on the CPU, through torchrun."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TINY, bench, records_in, write_scenario
+
+pytestmark = pytest.mark.slow
+
+FSDP = TINY + "parallel:\n  strategy: fsdp\n  num_processes: 2\n"
+SHORT = ["--no-progress", "--set", "train.steps=6", "--set", "train.window_steps=0"]
+
+
+@pytest.fixture(scope="module")
+def sharding_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp")
+    matrix = "matrix:\n  parallel.sharding: [full_shard, shard_grad_op]\n  train.gradient_checkpointing: [false, true]\n"
+    path = write_scenario(tmp, FSDP + matrix)
+    done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp / "r"), *SHORT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return records_in(tmp / "r")
+
+
+def test_both_sharding_modes_with_and_without_checkpointing_shard_parameters(sharding_runs):
+    cells = {(r["scenario"]["resolved"]["parallel"]["sharding"], r["scenario"]["resolved"]["train"]["gradient_checkpointing"])
+             for r in sharding_runs}
+    assert cells == {("full_shard", False), ("full_shard", True), ("shard_grad_op", False), ("shard_grad_op", True)}
+    for r in sharding_runs:
+        assert r["status"] == "ok", r["failure"]
+        extra = r["raw"]["extra"]
+        assert extra["world_size"] == 2 and extra["backend"] == "gloo"
+        assert extra["num_sharded_layers"] == 2 and extra["num_dtensor_params"] == extra["num_params_total"]
+        assert extra["placements"] == ["(Shard(dim=0),)"]
+        assert extra["local_param_fraction_rank0"] == pytest.approx(0.5, abs=0.02)
+        assert len(r["raw"]["memory"]["per_rank_bytes"]) == 2 and all(b > 0 for b in r["raw"]["memory"]["per_rank_bytes"])
+        per_rank = extra["per_rank_step_time_s"]
+        assert [s["time_s"] for s in r["raw"]["loop"]["steps"]] == [max(ts) for ts in zip(*per_rank)]
+
+
+def test_first_losses_match_the_single_process_torch_backend(sharding_runs, tmp_path):
+    path = write_scenario(tmp_path, TINY)
+    done = bench("run", str(path), "--backend", "torch", "--results-dir", str(tmp_path / "r"), *SHORT)
+    assert done.returncode == 0, done.stderr
+    (reference,) = records_in(tmp_path / "r")
+    expected = [s["loss"] for s in reference["raw"]["loop"]["steps"][:5]]
+    for r in sharding_runs:
+        got = [s["loss"] for s in r["raw"]["loop"]["steps"][:5]]
+        assert got == pytest.approx(expected, rel=1e-3)
+        assert [s["tokens_real"] for s in r["raw"]["loop"]["steps"]] == [s["tokens_real"] for s in reference["raw"]["loop"]["steps"]]
+
+
+def new_lengths_after_warmup(record) -> int:
+    """Distinct micro-batch lengths first seen after warm-up: each is a new shape."""
+    steps = record["raw"]["loop"]["steps"]
+    warm = {n for s in steps if s["phase"] == "warmup" for n in s["seq_lens"]}
+    return len({n for s in steps if s["phase"] == "measure" for n in s["seq_lens"]} - warm)
+
+
+@pytest.mark.parametrize("shapes", ["static", "auto"])
+def test_torch_compile_recompiles_on_dynamic_shapes_only(tmp_path, shapes):
+    options = f"backend_options:\n  gpu-fsdp: {{compile: true, compile_backend: aot_eager, compile_shapes: {shapes}}}\n"
+    path = write_scenario(tmp_path, FSDP + options + "matrix:\n  sequence.padding: [static, dynamic]\n")
+    done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
+                 "--set", "train.warmup_steps=1")
+    assert done.returncode == 0, done.stderr + done.stdout
+    by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(tmp_path / "r")}
+    static, dynamic = by_padding["static"]["metrics"], by_padding["dynamic"]["metrics"]
+    assert static["num_compiles"] > 0 and static["num_recompiles"] == 0
+    expected = new_lengths_after_warmup(by_padding["dynamic"])
+    assert expected > 0  # the batches really brought new shapes after warm-up
+    # One shape compiles the static run's graphs (FSDP's hooks split the model into
+    # several graphs): that many per shape.
+    graphs_per_shape = static["num_compiles"]
+    if shapes == "static":  # like XLA: every new shape compiles the graphs again
+        assert dynamic["num_recompiles"] == graphs_per_shape * expected
+    else:  # dynamo's default: the second shape (in warm-up here) compiles dynamic
+        # graphs, after which new lengths reuse them
+        assert dynamic["num_compiles"] > graphs_per_shape
+        assert dynamic["num_recompiles"] < graphs_per_shape * expected
+
+
+def test_sft_trainer_mode_records_synchronised_contiguous_steps(tmp_path):
+    path = write_scenario(tmp_path, TINY + "backend_options:\n  gpu-fsdp: {mode: sft_trainer}\n")
+    done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT)
+    assert done.returncode == 0, done.stderr + done.stdout
+    (record,) = records_in(tmp_path / "r")
+    steps = record["raw"]["loop"]["steps"]
+    assert len(steps) == 6 and all(s["loss"] is not None and s["loss"] > 0 for s in steps)
+    assert record["raw"]["extra"]["mode"] == "sft_trainer" and "trl" in record["provenance"]["libraries"]
+    # Each step's clock runs from one synchronised boundary to the next: the samples
+    # tile the training time instead of measuring a callback's dispatch.
+    for a, b in zip(steps, steps[1:]):
+        gap = b["start_s"] - (a["start_s"] + a["time_s"])
+        assert 0 <= gap < 0.5 * a["time_s"] + 0.05
+    assert record["metrics"]["step_time_s"]["n"] == 4
