@@ -88,6 +88,18 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
     }
 
 
+def serving_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> dict[str, Any] | None:
+    """$ per 1M output tokens at the measured output throughput, and the benchmark's cost."""
+    if price is None or not metrics.get("output_throughput_tok_s"):
+        return None
+    return {
+        "usd_per_1m_output_tokens": usd(chips, 1e6 / metrics["output_throughput_tok_s"], price),
+        "usd_benchmark": usd(chips, metrics["duration_s"], price),
+        "chips": chips,
+        "price": price.to_json(),
+    }
+
+
 # --------------------------------------------------------------------------- comparisons
 @dataclass(frozen=True)
 class Fleet:

@@ -32,10 +32,12 @@ class RunProgress:
         self.console.print(f"[{number}/{total}] {run.scenario.name} {run.variant} r{run.repeat}: "
                            "already has a successful record, skipped (--force reruns it)")
 
-    def start(self, run, number: int, total: int, chosen) -> None:
+    def start(self, run, number: int, total: int, chosen, task: str = "train") -> None:
         probe = chosen.probe
-        self.console.print(f"[bold][{number}/{total}][/bold] {run.scenario.name} [cyan]{run.variant}[/cyan] "
-                           f"r{run.repeat} on [green]{chosen.name}[/green] ({probe.device_kind}: {probe.device_name})")
+        where = (f"on [green]{chosen.name}[/green] ({probe.device_kind}: {probe.device_name})" if task == "train"
+                 else f"serving via [green]{run.scenario.serve.engine}[/green]")
+        self.console.print(f"[bold][{number}/{total}][/bold] {task} {run.scenario.name} [cyan]{run.variant}[/cyan] "
+                           f"r{run.repeat} {where}")
         if run.profile:
             changes = ", ".join(f"{k}={v}" for k, v in run.profile["overrides"].items())
             self.console.print(f"  [yellow]reduced run: profile {run.profile['name']!r} ({changes})[/yellow]")
@@ -46,7 +48,8 @@ class RunProgress:
             TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=self.console, transient=True,
         )
         self.bar.start()
-        self.task = self.bar.add_task("setup", total=run.scenario.train.steps, status="")
+        total_work = run.scenario.train.steps if task == "train" else run.scenario.serve.num_requests
+        self.task = self.bar.add_task("setup", total=total_work, status="")
 
     def event(self, event: dict[str, Any]) -> None:
         if self.bar is None:
@@ -57,6 +60,10 @@ class RunProgress:
             status = (f"step {event['time_s']:.3g} s  loss {fmt(event.get('loss'), '.4f')}  "
                       f"compiles {event['num_compiles']}  [{event['phase']}]")
             self.bar.update(self.task, completed=event["index"] + 1, total=event["total"], status=status)
+        elif event.get("event") == "request":
+            status = "error: " + event["error"][:40] if event.get("error") else "ok"
+            self.bar.advance(self.task)
+            self.bar.update(self.task, status=f"last request {status}")
 
     def finish(self, record: dict[str, Any]) -> None:
         if self.bar is not None:
@@ -76,9 +83,10 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
         table.add_column(column, justify="right")
     for r in records:
         m, c = r.get("metrics") or {}, r.get("cost") or {}
-        step = m.get("step_time_s") or {}
+        step = m.get("step_time_s") or (m.get("ttft_s") if r.get("task") == "serve" else None) or {}
         reduced = " [reduced]" if r["scenario"].get("profile") else ""
-        name = f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}\n" \
+        task = " serve (TTFT)" if r.get("task") == "serve" else ""
+        name = f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}{task}\n" \
                f"{r['backend']['name']} on {r['accelerator']['catalog_key']}"
         status = Text("ok", "green") if r["status"] == "ok" else Text(r["failure"]["kind"], "red")
         table.add_row(
@@ -105,7 +113,26 @@ def show_record(record: dict[str, Any], console: Console) -> None:
         if f.get("log_tail"):
             console.print(Text(f["log_tail"]))
         return
-    console.print(metrics_table(record))
+    console.print(serving_table(record) if record.get("task") == "serve" else metrics_table(record))
+
+
+def serving_table(record: dict[str, Any]) -> Table:
+    m, c, server = record["metrics"], record.get("cost"), record.get("server") or {}
+    table = Table(show_header=True)
+    for column in ("metric", "mean", "median", "p90", "p99"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
+        stats = m.get(name) or {}
+        table.add_row(f"{name[:-2].upper()} (s)", *(fmt(stats.get(k), ".4g") for k in ("mean", "median", "p90", "p99")))
+    table.add_row("requests ok / sent", f"{m['num_completed']} / {m['num_requests']}", "", "", "")
+    table.add_row("output tok/s, total tok/s", fmt(m["output_throughput_tok_s"], ".4g"), fmt(m["total_throughput_tok_s"], ".4g"), "", "")
+    table.add_row("requests/s, goodput req/s", fmt(m["request_throughput_req_s"], ".4g"), fmt(m["goodput_req_s"], ".4g"), "", "")
+    table.add_row("server", Text(f"{server.get('engine') or server.get('owned_by') or ''} {server.get('model') or ''}"), "", "", "")
+    if c:
+        p = c["price"]
+        table.add_row("$/1M output tokens", f"{c['usd_per_1m_output_tokens']:.4g}", "", "", "")
+        table.add_row("price", Text(f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['source']}, {p['date']})"), "", "", "")
+    return table
 
 
 def metrics_table(record: dict[str, Any]) -> Table:

@@ -27,7 +27,8 @@ MIN_RUNS_FOR_TEST = 4
 
 # --------------------------------------------------------------------------- metrics
 def _measured(record: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure"]
+    steps = ((record.get("raw") or {}).get("loop") or {}).get("steps", [])  # serve records have none
+    return [s for s in steps if s["phase"] == "measure"]
 
 
 def _metric(record: dict[str, Any], *path: str) -> Any:
@@ -60,6 +61,13 @@ GATE_METRICS: dict[str, GateMetric] = {
     "mfu": GateMetric("higher", "", lambda r: _metric(r, "metrics", "mfu")),
     "usd_run": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_run")),
     "usd_per_1m_tokens_real": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_tokens_real")),
+    # serving
+    "ttft_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "median")),
+    "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99")),
+    "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median")),
+    "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99")),
+    "output_throughput_tok_s": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s")),
+    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens")),
 }
 
 
@@ -138,6 +146,7 @@ class Check:
 def group_key(record: dict[str, Any]) -> tuple[str, str, str, str]:
     s = record["scenario"]
     return s["name"], s["variant"], record["backend"]["name"], record["accelerator"]["catalog_key"]
+
 
 
 def label(key: tuple[str, ...]) -> str:

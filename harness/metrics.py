@@ -162,3 +162,55 @@ def ratio_words(value: float | None, baseline: float | None, lower_is_better: bo
     direction = "lower" if value < baseline else "higher"
     verdict = "better" if (value < baseline) == lower_is_better else "worse"
     return f"{ratio:.2f}x {direction} {what} ({verdict})"
+
+
+# --------------------------------------------------------------------------- serving
+def _latency_summary(values: list[float]) -> dict[str, float | int] | None:
+    """mean, median, p90, p99 (and the rest of `summary`) of a latency, in seconds."""
+    return summary(values) if values else None
+
+
+def request_latencies(request: dict[str, Any]) -> dict[str, float | None]:
+    """vLLM's per-request meanings (benchmarks/serve.py): TTFT to the first content
+    chunk, E2EL to the last byte, TPOT = (E2EL - TTFT) / (output tokens - 1)."""
+    sent, chunks, end = request["sent_s"], request["chunk_s"], request["end_s"]
+    ttft = chunks[0] - sent if chunks else None
+    e2el = end - sent if end is not None else None
+    tokens = request.get("output_tokens")
+    tpot = (e2el - ttft) / (tokens - 1) if ttft is not None and e2el is not None and tokens and tokens > 1 else None
+    return {"ttft_s": ttft, "e2el_s": e2el, "tpot_s": tpot}
+
+
+def meets_slo(latency: dict[str, float | None], slo: dict[str, float | None]) -> bool:
+    for name, target in slo.items():
+        if target is not None and (latency.get(name) is None or latency[name] > target):
+            return False
+    return True
+
+
+def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[str, Any]:
+    """Serving metrics of a record from its raw per-request timestamps."""
+    measured = [r for r in raw["requests"] if not r["warmup"]]
+    done = [r for r in measured if r["error"] is None]
+    lat = [request_latencies(r) for r in done]
+    itl = [b - a for r in done for a, b in zip(r["chunk_s"], r["chunk_s"][1:])]  # pooled gaps
+    start = min((r["sent_s"] for r in measured), default=0.0)
+    end = max((r["end_s"] for r in done if r["end_s"] is not None), default=start)
+    duration = end - start
+    output = sum(r["output_tokens"] or 0 for r in done)
+    prompt = sum(r["prompt_tokens"] or 0 for r in done)
+    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: None)
+    return {
+        "num_requests": len(measured), "num_completed": len(done), "num_errors": len(measured) - len(done),
+        "errors": sorted({r["error"].split(":")[0] for r in measured if r["error"]}),
+        "duration_s": duration,
+        "ttft_s": _latency_summary([x["ttft_s"] for x in lat if x["ttft_s"] is not None]),
+        "tpot_s": _latency_summary([x["tpot_s"] for x in lat if x["tpot_s"] is not None]),
+        "itl_s": _latency_summary(itl),
+        "e2el_s": _latency_summary([x["e2el_s"] for x in lat if x["e2el_s"] is not None]),
+        "output_tokens": output, "prompt_tokens": prompt,
+        "output_throughput_tok_s": per_s(output), "total_throughput_tok_s": per_s(output + prompt),
+        "request_throughput_req_s": per_s(len(done)),
+        "goodput_req_s": per_s(sum(meets_slo(x, slo) for x in lat)) if any(v is not None for v in slo.values()) else None,
+        "slo": slo,
+    }

@@ -35,3 +35,15 @@ def host() -> dict[str, Any]:
 def utc_iso(epoch: float | None = None) -> str:
     moment = datetime.fromtimestamp(epoch, timezone.utc) if epoch is not None else datetime.now(timezone.utc)
     return moment.isoformat(timespec="seconds")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (what a record calls a CPU device)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -26,7 +26,7 @@ def run_key(scenario_hash: str, backend: str, accelerator: str, repeat: int) -> 
 def accelerator_from(facts: dict[str, Any] | None, probe) -> dict[str, Any]:
     acc = dict(facts["accelerator"]) if facts else {"kind": probe.device_kind, "name": probe.device_name,
                                                      "count": max(1, probe.device_count)}
-    acc["catalog_key"] = catalog_key(acc["kind"], acc.get("name", ""))
+    acc.setdefault("catalog_key", catalog_key(acc["kind"], acc.get("name", "")))  # declared ones keep theirs
     return acc
 
 
@@ -37,15 +37,15 @@ def scenario_section(run) -> dict[str, Any]:
             "profile": run.profile, "resolved": s.model_dump(mode="json")}
 
 
-def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any], *, key: str,
-                 started: float, finished: float, catalog: dict[str, Any], command: list[str]) -> dict[str, Any]:
+def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any], *, key: str, started: float,
+                 finished: float, catalog: dict[str, Any], command: list[str], task: str = "train") -> dict[str, Any]:
     """`outcome` is {"facts": ...} for a finished worker or {"failure": ...} otherwise."""
     facts = outcome.get("facts")
     failure = outcome.get("failure")
     accelerator = accelerator_from(facts, probe)
     record: dict[str, Any] = {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex,
-        "run_key": key,
+        "run_key": key, "task": task,
         "status": "ok", "failure": None,
         "scenario": scenario_section(run),
         "backend": {"name": backend, "python": python,
@@ -56,7 +56,8 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
         "raw": facts, "metrics": None, "cost": None,
     }
     if failure is None and facts is not None:
-        failure = _fill_metrics(record, run, catalog)
+        fill = _fill_serving_metrics if task == "serve" else _fill_metrics
+        failure = fill(record, run, catalog)
     if failure is not None:
         record["status"] = "failed"
         record["failure"] = failure
@@ -75,4 +76,17 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
     record["metrics"] = metric_fns.training_metrics(raw, accelerator, lora)
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
     record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
+    return None
+
+
+def _fill_serving_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:
+    slo = run.scenario.serve.slo.model_dump()
+    metrics = metric_fns.serving_metrics(record["raw"], slo)
+    record["metrics"] = metrics
+    record["server"] = record["raw"].get("server")
+    if metrics["num_completed"] == 0:
+        return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
+    accelerator = record["accelerator"]
+    price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+    record["cost"] = cost_model.serving_cost(metrics, accelerator.get("count", 1), price)
     return None

@@ -23,6 +23,7 @@ from harness import registry
 from harness.cost import load_catalog
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
+from harness.spec import tasks_of
 from harness.store import successful_run_keys, write_record
 from harness.worker import EVENT_FILE_ENV
 
@@ -74,17 +75,19 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     done = set() if request.force else successful_run_keys(request.results_dir)
     records, skipped = [], []
-    for number, run in enumerate(runs, 1):
-        key = run_key(run.scenario_hash, chosen.name, accelerator, run.repeat)
+    jobs = [(run, task) for run in runs for task in tasks_of(run.scenario)]
+    for number, (run, task) in enumerate(jobs, 1):
+        backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
+        key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
         if key in done:
             skipped.append(run)
-            progress.skipped(run, number, len(runs))
+            progress.skipped(run, number, len(jobs))
             continue
-        progress.start(run, number, len(runs), chosen)
+        progress.start(run, number, len(jobs), chosen, task)
         started = time.time()
-        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event)
-        record = build_record(run, chosen.name, chosen.python, chosen.probe, outcome, key=key, started=started,
-                              finished=time.time(), catalog=catalog, command=request.command)
+        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event, task)
+        record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
+                              finished=time.time(), catalog=catalog, command=request.command, task=task)
         record["_path"] = str(write_record(request.results_dir, record))
         progress.finish(record)
         records.append(record)
@@ -92,15 +95,17 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
 
 
 # --------------------------------------------------------------------------- one worker
-def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None]) -> dict:
+def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None],
+                task: str = "train") -> dict:
     """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
     info = registry.get(chosen.name)
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         job_path, facts_path, log_path, events_path = (
             Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl"))
-        job = {"backend": chosen.name, "scenario": run.scenario.model_dump(mode="json"), "facts_path": str(facts_path)}
+        job = {"backend": chosen.name, "task": task, "scenario": run.scenario.model_dump(mode="json"),
+               "facts_path": str(facts_path)}
         job_path.write_text(json.dumps(job))
-        launch = info.launch(run.scenario) if info.launch else []
+        launch = info.launch(run.scenario) if info.launch and task == "train" else []
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],

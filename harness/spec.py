@@ -246,6 +246,82 @@ class Budget(Section):
         return self
 
 
+# --------------------------------------------------------------------------- serve
+class PromptSpec(Section):
+    # function-calling: the prompts (developer + user turns) of the same data the
+    # fine-tune uses; synthetic: random words of about `input_words` words.
+    source: Literal["function-calling", "synthetic"] = "function-calling"
+    input_words: PositiveInt = 200
+    seed: int = 0
+
+
+class LoadSpec(Section):
+    """Closed loop (`concurrency` requests in flight) or open loop (Poisson arrivals at
+    `request_rate` requests/s, seeded, at most `concurrency` in flight if given)."""
+
+    concurrency: PositiveInt | None = 1
+    request_rate: PositiveFloat | None = None
+    seed: int = 0
+
+
+class SloSpec(Section):
+    """Targets for goodput: a request counts when it meets every given target."""
+
+    ttft_s: PositiveFloat | None = None
+    tpot_s: PositiveFloat | None = None
+    e2el_s: PositiveFloat | None = None
+
+
+class EndpointSpec(Section):
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str | None = None  # None: the first model the server lists
+
+
+class LaunchSpec(Section):
+    """A server the harness starts, waits for, measures and stops. `{model_dir}` (the
+    scenario's model saved locally), `{port}` (a free port) and `{python}` are filled in."""
+
+    command: tuple[str, ...]
+    base_url: str = "http://127.0.0.1:{port}/v1"
+    health_url: str = "http://127.0.0.1:{port}/health"
+    health_timeout_s: PositiveFloat = 300.0
+    env: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+
+
+class ServeSpec(Section):
+    # local: in-process generation with transformers (one request at a time);
+    # endpoint: an existing OpenAI-compatible server; launch: one the harness starts.
+    engine: Literal["local", "endpoint", "launch"] = "local"
+    endpoint: EndpointSpec | None = None
+    launch: LaunchSpec | None = None
+    api: Literal["completions", "chat"] = "completions"
+    prompts: PromptSpec = PromptSpec()
+    output_tokens: PositiveInt = 64
+    # Ask the server to ignore EOS so every request produces output_tokens (vLLM's
+    # ignore_eos/min_tokens); server-specific fields go in extra_body.
+    force_output_length: bool = True
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    load: LoadSpec = LoadSpec()
+    num_requests: PositiveInt = 16
+    warmup_requests: int = Field(2, ge=0)
+    slo: SloSpec = SloSpec()
+    request_timeout_s: PositiveFloat = 120.0
+    # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
+    # local and launch default to this machine's device.
+    accelerator: str | None = None
+
+    @model_validator(mode="after")
+    def _engine_has_its_section(self) -> "ServeSpec":
+        if self.engine == "endpoint" and self.endpoint is None:
+            raise ValueError("endpoint: engine: endpoint needs an endpoint section (base_url)")
+        if self.engine == "launch" and self.launch is None:
+            raise ValueError("launch: engine: launch needs a launch section (command)")
+        if self.load.concurrency is None and self.load.request_rate is None:
+            raise ValueError("load: give concurrency, request_rate or both")
+        return self
+
+
 # --------------------------------------------------------------------------- scenario
 class Scenario(Section):
     name: str
@@ -258,6 +334,10 @@ class Scenario(Section):
     sequence: SequenceSpec = SequenceSpec()
     train: TrainSpec = TrainSpec()
     parallel: ParallelSpec = ParallelSpec()
+    serve: ServeSpec | None = None
+    # What to run: train, serve or both (default: train, plus serve if a serve section
+    # is given). Each task writes its own record.
+    tasks: tuple[Literal["train", "serve"], ...] | None = None
     cost: CostSpec = CostSpec()
     budgets: tuple[Budget, ...] = ()
     repeats: PositiveInt = Field(1, le=MAX_RUNS)
@@ -279,6 +359,8 @@ class Scenario(Section):
                 f"sequence.max_length: {self.sequence.max_length} exceeds the model's "
                 f"max_position_embeddings {max_pos}"
             )
+        if self.tasks is not None and "serve" in self.tasks and self.serve is None:
+            raise ValueError("tasks: serve needs a serve section")
         cells = 1
         for key, values in self.matrix.items():
             if not values:
@@ -287,3 +369,9 @@ class Scenario(Section):
         if cells * self.repeats > MAX_RUNS:
             raise ValueError(f"matrix: {cells} cells x {self.repeats} repeats exceeds {MAX_RUNS} runs")
         return self
+
+
+def tasks_of(scenario: Scenario) -> tuple[str, ...]:
+    if scenario.tasks is not None:
+        return tuple(dict.fromkeys(scenario.tasks))
+    return ("train", "serve") if scenario.serve is not None else ("train",)

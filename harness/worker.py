@@ -89,6 +89,10 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
 
     started_at = time.time()
     scenario = Scenario.model_validate(job["scenario"])
+    if job.get("task") == "serve":
+        from harness.serving.run import execute_serve
+
+        return execute_serve(scenario, events)
     info = get(job["backend"])
     backend = info.load()(scenario, options_for(info, scenario), events)
     faults.arm(backend, scenario)

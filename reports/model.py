@@ -26,6 +26,25 @@ SUMMARY_COLUMNS: list[tuple[str, str, Any]] = [
 ]
 
 
+def _lat(name: str, stat: str):
+    return lambda rs: across_runs((r["metrics"].get(name) or {}).get(stat) for r in rs)
+
+
+SERVE_COLUMNS: list[tuple[str, str, Any]] = [
+    ("runs", "d", lambda rs: len(rs)),
+    ("TTFT median (s)", ".4g", _lat("ttft_s", "median")),
+    ("TTFT p99 (s)", ".4g", _lat("ttft_s", "p99")),
+    ("TPOT median (s)", ".4g", _lat("tpot_s", "median")),
+    ("ITL p99 (s)", ".4g", _lat("itl_s", "p99")),
+    ("E2EL median (s)", ".4g", _lat("e2el_s", "median")),
+    ("output tok/s", ".4g", lambda rs: across_runs(r["metrics"]["output_throughput_tok_s"] for r in rs)),
+    ("req/s", ".4g", lambda rs: across_runs(r["metrics"]["request_throughput_req_s"] for r in rs)),
+    ("goodput req/s", ".4g", lambda rs: across_runs(r["metrics"]["goodput_req_s"] for r in rs)),
+    ("errors", "d", lambda rs: sum(r["metrics"]["num_errors"] for r in rs)),
+    ("$/1M out tok", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in rs)),
+]
+
+
 def fmt(value: Any, spec: str) -> str:
     if value is None:
         return "n/a"
@@ -62,8 +81,16 @@ class ScenarioSection:
 
 
 @dataclass
+class ServeRow:
+    label: str
+    records: list[dict[str, Any]]
+    cells: list[str]
+
+
+@dataclass
 class Report:
     sections: list[ScenarioSection]
+    serving: list[ServeRow]
     failed: list[dict[str, Any]]
     runs: list[dict[str, Any]]
     prices: list[dict[str, Any]]
@@ -78,8 +105,18 @@ def _matches(row: Row, selector: tuple[str, str] | None) -> bool:
     return {"variant": variant, "backend": backend, "accelerator": accelerator}.get(key) == value
 
 
+def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["scenario"]["name"], r["scenario"]["variant"], r["backend"]["name"],
+                           r["accelerator"]["catalog_key"]), []).append(r)
+    return [ServeRow(" · ".join(key), rs, [fmt(g(rs), spec) for _, spec, g in SERVE_COLUMNS])
+            for key, rs in sorted(groups.items())]
+
+
 def build(records: list[dict[str, Any]], baseline: tuple[str, str] | None = None, warnings=()) -> Report:
-    ok = [r for r in records if r["status"] == "ok"]
+    serving = _serving_rows([r for r in records if r["status"] == "ok" and r.get("task") == "serve"])
+    ok = [r for r in records if r["status"] == "ok" and r.get("task", "train") == "train"]
     sections = []
     for name in sorted({r["scenario"]["name"] for r in ok}):
         mine = [r for r in ok if r["scenario"]["name"] == name]
@@ -89,7 +126,8 @@ def build(records: list[dict[str, Any]], baseline: tuple[str, str] | None = None
                                         [c for row in rows if row is not base for c in [_compare(row, base)] if c],
                                         _sensitivity(rows, base)))
     failed = [r for r in records if r["status"] != "ok"]
-    return Report(sections, failed, records, _prices(ok), list(warnings))
+    return Report(sections, serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
+                  list(warnings))
 
 
 def _rows(records: list[dict[str, Any]]) -> list[Row]:

@@ -102,6 +102,25 @@ def sensitivity(section) -> Any | None:
     return fig
 
 
+def latency_cdf(report) -> Any | None:
+    """Empirical CDF of time to first token, one line per serving row."""
+    import plotly.graph_objects as go
+
+    if not report.serving:
+        return None
+    from harness.metrics import request_latencies
+
+    fig = go.Figure()
+    for row in report.serving:
+        ttft = sorted(x["ttft_s"] for r in row.records for q in r["raw"]["requests"]
+                      if not q["warmup"] and q["error"] is None for x in [request_latencies(q)] if x["ttft_s"] is not None)
+        if ttft:
+            fig.add_trace(go.Scatter(x=ttft, y=[(i + 1) / len(ttft) for i in range(len(ttft))], mode="lines+markers",
+                                     line_shape="hv", name=label(row.label)))
+    fig.update_layout(**_layout("serving: time to first token, CDF", "TTFT (s)", "fraction of requests"))
+    return fig
+
+
 def figures(report) -> dict[str, list[tuple[str, Any]]]:
     """(title, figure) for every plot the records support, by scenario ("" = all)."""
     out: dict[str, list[tuple[str, Any]]] = {}
@@ -111,6 +130,11 @@ def figures(report) -> dict[str, list[tuple[str, Any]]]:
         if (fig := sensitivity(section)) is not None:
             plots.append(("cost ratio as prices vary", fig))
         out[section.name] = plots
+    everything = []
     if (fig := cost_vs_throughput(report)) is not None:
-        out[""] = [("cost vs throughput, with the Pareto front", fig)]
+        everything.append(("cost vs throughput, with the Pareto front", fig))
+    if (fig := latency_cdf(report)) is not None:
+        everything.append(("serving latency: TTFT CDF", fig))
+    if everything:
+        out[""] = everything
     return out

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.textsafe import md_cell
-from reports.model import SUMMARY_COLUMNS, Report
+from reports.model import SERVE_COLUMNS, SUMMARY_COLUMNS, Report
 from reports.plots import figures
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -31,7 +31,8 @@ def html(report: Report) -> str:
         plots[scenario] = [{"id": f"plot-{len(plots)}-{i}", "title": title, "json": script_json(fig)}
                            for i, (title, fig) in enumerate(figs)]
     return env.get_template("report.html.j2").render(
-        report=report, columns=[h for h, _, _ in SUMMARY_COLUMNS], plots=plots, plotly_js=get_plotlyjs(),
+        report=report, columns=[h for h, _, _ in SUMMARY_COLUMNS], serve_columns=[h for h, _, _ in SERVE_COLUMNS],
+        plots=plots, plotly_js=get_plotlyjs(),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -46,6 +47,11 @@ def markdown(report: Report) -> str:
             name = row.label + (" (baseline)" if row is section.baseline else "")
             out.append("| " + " | ".join([md_cell(name), *map(md_cell, row.cells)]) + " |")
         out += [""] + [f"- {md_cell(c)}" for c in section.comparisons] + [""]
+    if report.serving:
+        out += ["## Serving", "", "| run | " + " | ".join(h for h, _, _ in SERVE_COLUMNS) + " |",
+                "|---" * (len(SERVE_COLUMNS) + 1) + "|"]
+        out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
+        out.append("")
     if report.failed:
         out += ["## Failed runs", "", "| scenario | variant | backend | failure | reason |", "|---|---|---|---|---|"]
         out += ["| " + " | ".join(md_cell(x) for x in (r["scenario"]["name"], r["scenario"]["variant"], r["backend"]["name"],

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
-from backends.torch_eager.backend import cpu_name
+from harness.provenance import cpu_name
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.loop import run_steps
 

@@ -4,7 +4,6 @@ compared against (same weights, same batches, same loss)."""
 from __future__ import annotations
 
 import contextlib
-import platform
 import resource
 import sys
 from typing import Any
@@ -13,6 +12,7 @@ import torch
 
 from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
 from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
+from harness.provenance import cpu_name
 
 
 class TorchBackend(Backend):
@@ -120,14 +120,3 @@ class TorchBackend(Backend):
         if self.device.type == "cuda":
             found["cuda"] = str(torch.version.cuda)
         return found
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

@@ -24,7 +24,7 @@ SPECIAL_TOKENS = (
     "<start_function_call>", "<end_function_call>", "<|im_start|>", "<|im_end|>",
 )
 # Bump when the corpus or the training recipe changes: it keys the cache.
-LOCAL_BPE_VERSION = 1
+LOCAL_BPE_VERSION = 2
 _CORPUS_SEED, _CORPUS_SIZE = 20260101, 3000
 
 
@@ -82,6 +82,13 @@ def _train_local_bpe(vocab_size: int):
     )
     corpus = [m["content"] for ex in generate(_CORPUS_SIZE, _CORPUS_SEED, _ALL_KINDS) for m in ex.messages]
     tok.train_from_iterator(corpus, trainer=trainer)
+    # The corpus saturates the merges well below vocab_size. Fill the rest with plain
+    # `<unusedN>` tokens (as Gemma's vocabulary has) so that every id a random-weight
+    # model can emit decodes to visible text: a server then streams every token.
+    from tokenizers import AddedToken
+
+    missing = vocab_size - tok.get_vocab_size(with_added_tokens=True)
+    tok.add_tokens([AddedToken(f"<unused{i}>", special=False, normalized=False) for i in range(max(0, missing))])
     return tok
 
 

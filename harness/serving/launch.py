@@ -1,0 +1,119 @@
+"""A server the harness starts itself (`engine: launch`): fill in the command, start it
+in its own process group, wait for health within a time limit, and stop it afterwards,
+keeping its log. A server that never becomes healthy is an error with its log tail."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LOG_TAIL_LINES = 40
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def export_model(scenario, directory: Path) -> Path:
+    """The scenario's model (random or pretrained) and tokenizer saved for a server."""
+    from transformers import PreTrainedTokenizerFast
+
+    from backends.hf_common.model import build_model
+    from harness.data.tokenizer import load_tokenizer
+
+    tok = scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    build_model(scenario).save_pretrained(directory)
+    PreTrainedTokenizerFast(tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>",
+                            bos_token="<bos>").save_pretrained(directory)
+    return directory
+
+
+def log_tail(path: Path) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+    except OSError:
+        return ""
+
+
+class LaunchedServer:
+    """Context manager: a started, healthy server; stopped on exit whatever happened."""
+
+    def __init__(self, scenario, workdir: Path) -> None:
+        self.spec = scenario.serve.launch
+        self.scenario = scenario
+        self.workdir = workdir
+        self.port = free_port()
+        self.log_path = workdir / "server.log"
+        self.proc: subprocess.Popen | None = None
+
+    def fill(self, text: str) -> str:
+        values = {"port": str(self.port), "python": sys.executable, "model_dir": str(self.workdir / "model")}
+        for key, value in values.items():
+            text = text.replace("{" + key + "}", value)
+        return text
+
+    def __enter__(self) -> "LaunchedServer":
+        command = [self.fill(part) for part in self.spec.command]
+        if any("{model_dir}" in part for part in self.spec.command):
+            export_model(self.scenario, self.workdir / "model")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env={**os.environ, **self.spec.env}, start_new_session=True)
+        self.started = time.perf_counter()
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_s = time.perf_counter() - self.started
+        return self
+
+    def _wait_healthy(self) -> None:
+        import httpx
+
+        url, deadline = self.fill(self.spec.health_url), time.perf_counter() + self.spec.health_timeout_s
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with status {self.proc.returncode} before becoming healthy; "
+                                   f"log tail:\n{log_tail(self.log_path)}")
+            try:
+                if httpx.get(url, timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"server not healthy at {url} after {self.spec.health_timeout_s:g} s; "
+                           f"log tail:\n{log_tail(self.log_path)}")
+
+    @property
+    def base_url(self) -> str:
+        return self.fill(self.spec.base_url)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(timeout=grace)
+                return
+            except ProcessLookupError:
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def launch_workdir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="bench-serve-")

@@ -1,0 +1,105 @@
+"""A small OpenAI-compatible streaming server for tests, with faults on demand.
+
+Streams `max_tokens` tokens as server-sent events over chunked HTTP/1.1, some chunks
+carrying two tokens (chunks are not tokens), then a usage event and [DONE]. Every
+--fail-every'th request gets HTTP 500; every --drop-every'th request loses its
+connection after two chunks (no terminating chunk: a protocol error for the client).
+
+    python tests/fake_openai.py --port 8000 [--delay 0.005] [--fail-every 0] [--drop-every 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = "fake-model"
+
+
+def make_handler(delay: float, fail_every: int, drop_every: int):
+    counter, lock = itertools.count(1), threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _json(self, code: int, payload: dict) -> None:
+            body = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._json(200, {"status": "ok"})
+            elif self.path == "/v1/models":
+                self._json(200, {"data": [{"id": MODEL, "owned_by": "fake-engine"}]})
+            elif self.path == "/version":
+                self._json(200, {"version": "fake-1.0"})
+            else:
+                self._json(404, {"error": "not found"})
+
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                number = next(counter)
+            if fail_every and number % fail_every == 0:
+                self._json(500, {"error": "injected failure"})
+                return
+            tokens = int(body.get("max_tokens", 16))
+            prompt = body.get("prompt") or " ".join(m["content"] for m in body.get("messages", []))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            sent, chunk = 0, 0
+            while sent < tokens:
+                take = 2 if chunk % 3 == 2 and tokens - sent >= 2 else 1
+                event = {"choices": [{"index": 0, "text": "tok " * take}]}
+                self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+                sent, chunk = sent + take, chunk + 1
+                if drop_every and number % drop_every == 0 and chunk == 2:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # mid-stream, no terminating chunk
+                    return
+                time.sleep(delay)
+            usage = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}}
+            self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+def serve(port: int, delay: float = 0.005, fail_every: int = 0, drop_every: int = 0) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(delay, fail_every, drop_every))
+    server.daemon_threads = True
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--delay", type=float, default=0.005)
+    parser.add_argument("--fail-every", type=int, default=0)
+    parser.add_argument("--drop-every", type=int, default=0)
+    args = parser.parse_args()
+    print(f"fake OpenAI server on 127.0.0.1:{args.port}", flush=True)
+    serve(args.port, args.delay, args.fail_every, args.drop_every).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

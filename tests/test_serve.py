@@ -1,0 +1,154 @@
+"""The serving benchmark against real OpenAI-compatible servers on 127.0.0.1: a fake one
+with faults on demand, transformers' own server with a local tiny model, and the
+in-process engine."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, bench, records_in, write_scenario
+from fake_openai import serve as fake_server
+from harness.metrics import request_latencies, summary
+
+pytestmark = pytest.mark.slow
+FAKE = ROOT / "tests" / "fake_openai.py"
+TRANSFORMERS_CLI = Path(sys.executable).parent / "transformers"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def fake(request):
+    """A fake server in this process, shut down whatever the test does."""
+    port = free_port()
+    server = fake_server(port, **getattr(request, "param", {}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+def serve_scenario(tmp_path, serve_block: str, name="serve.yaml") -> Path:
+    return write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + serve_block, name)
+
+
+def check_definitions(record: dict) -> None:
+    """The metric definitions, recomputed from the raw timestamps."""
+    requests = [r for r in record["raw"]["requests"] if not r["warmup"] and r["error"] is None]
+    assert requests
+    for r in requests:
+        lat = request_latencies(r)
+        assert 0 < lat["ttft_s"] <= lat["e2el_s"]
+        assert r["output_tokens"] == record["scenario"]["resolved"]["serve"]["output_tokens"]  # from usage
+    m = record["metrics"]
+    assert m["itl_s"]["n"] == sum(len(r["chunk_s"]) - 1 for r in requests)
+    tpot = [(r["end_s"] - r["sent_s"] - (r["chunk_s"][0] - r["sent_s"])) / (r["output_tokens"] - 1) for r in requests]
+    assert m["tpot_s"] == summary(tpot)
+    assert m["output_throughput_tok_s"] == pytest.approx(sum(r["output_tokens"] for r in requests) / m["duration_s"])
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_endpoint_metrics_follow_the_definitions(tmp_path, fake, concurrency):
+    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 12\n"
+             f"  num_requests: 12\n  warmup_requests: 2\n  load: {{concurrency: {concurrency}}}\n  slo: {{ttft_s: 5.0}}\n")
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (record,) = records_in(tmp_path / "r")
+    assert record["task"] == "serve" and record["status"] == "ok"
+    assert record["server"]["model"] == "fake-model" and record["server"]["version"] == "fake-1.0"
+    check_definitions(record)
+    # chunks are not tokens: the fake server packs two tokens into every third chunk
+    assert all(len(r["chunk_s"]) < r["output_tokens"] for r in record["raw"]["requests"])
+    assert record["metrics"]["goodput_req_s"] == record["metrics"]["request_throughput_req_s"]
+
+
+@pytest.mark.parametrize("fake", [{"fail_every": 4, "drop_every": 5}], indirect=True)
+def test_http_500_and_dropped_streams_are_errors_and_the_rest_is_reported(tmp_path, fake):
+    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 10\n"
+             f"  num_requests: 20\n  warmup_requests: 0\n  load: {{concurrency: 2}}\n")
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(tmp_path / "r")
+    errors = [r["error"] for r in record["raw"]["requests"] if r["error"]]
+    assert any(e.startswith("HTTP 500") for e in errors)
+    assert any("RemoteProtocolError" in e or "ReadError" in e for e in errors)
+    m = record["metrics"]
+    assert m["num_errors"] == len(errors) and m["num_completed"] == 20 - len(errors) > 0
+    check_definitions(record)
+
+
+def test_launch_mode_starts_measures_and_stops_the_server(tmp_path):
+    block = (f"  engine: launch\n  launch:\n    command: ['{{python}}', '{FAKE}', '--port', '{{port}}']\n"
+             f"    health_timeout_s: 30\n  output_tokens: 8\n  num_requests: 6\n  load: {{request_rate: 20, seed: 1}}\n")
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(tmp_path / "r")
+    port = int(record["server"]["base_url"].split(":")[-1].split("/")[0])
+    assert not port_open(port)  # stopped
+    assert "fake OpenAI server" in record["server"]["log_tail"]
+    check_definitions(record)
+
+
+def test_a_server_that_never_becomes_healthy_is_a_failed_record_with_its_log(tmp_path):
+    block = ("  engine: launch\n  launch:\n    command: ['{python}', '-c', \"print('warming up forever', flush=True); "
+             "import time; time.sleep(600)\"]\n    health_timeout_s: 4\n")
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress",
+                 timeout=120)
+    assert done.returncode == 1
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] == "failed" and "not healthy" in record["failure"]["reason"]
+    assert "warming up forever" in record["failure"]["reason"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_transformers_serve_with_the_local_tiny_model(tmp_path, concurrency):
+    """A real OpenAI-compatible server: `transformers serve` on the scenario's tiny model,
+    exported with the project's local tokenizer."""
+    block = (f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
+             f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
+             f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 8\n  num_requests: 6\n"
+             f"  warmup_requests: 1\n  load: {{concurrency: {concurrency}}}\n  force_output_length: false\n"
+             f"  extra_body: {{generation_config: '{{\"min_new_tokens\": 8, \"max_new_tokens\": 8}}'}}\n")
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] == "ok", record["failure"]
+    check_definitions(record)
+    port = int(record["server"]["base_url"].split(":")[-1].split("/")[0])
+    assert not port_open(port)
+
+
+def test_local_engine_stamps_every_generated_token(tmp_path):
+    block = "  engine: local\n  output_tokens: 10\n  num_requests: 3\n  warmup_requests: 1\n"
+    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(tmp_path / "r")
+    for r in record["raw"]["requests"]:
+        assert r["output_tokens"] == 10 and len(r["chunk_s"]) == 10
+        assert r["chunk_s"] == sorted(r["chunk_s"]) and r["sent_s"] < r["chunk_s"][0] <= r["end_s"]
+    check_definitions(record)
+
+
+def test_gemma270m_serve_section_runs_on_the_cpu_with_the_local_engine(tmp_path):
+    done = bench("run", "scenarios/gemma270m.yaml", "--results-dir", str(tmp_path / "r"), "--no-progress",
+                 "--set", "tasks=[serve]")
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] == "ok" and record["scenario"]["profile"]["name"] == "cpu"
+    assert record["raw"]["engine"] == "local"
+    check_definitions(record)
