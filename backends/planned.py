@@ -15,8 +15,6 @@ class _NoOptions(BackendOptions):
 
 
 PLANNED = [
-    BackendInfo("xla-fsdpv2", "PyTorch/XLA, SPMD + FSDPv2 (TPU)", ("torch_xla", "transformers", "peft"),
-                "pip install -e '.[xla]'", _NoOptions, load=None, priority=30),
     BackendInfo("jax-tunix", "JAX + Tunix PeftTrainer + Qwix LoRA (TPU, GPU)", ("jax", "tunix", "qwix"),
                 "pip install -e '.[jax]'", _NoOptions, load=None, priority=20),
     BackendInfo("torchax", "a PyTorch model trained by JAX via torchax", ("torchax", "jax", "optax"),

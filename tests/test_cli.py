@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import bench
 
@@ -13,7 +14,12 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert rows["torch"]["available"] and rows["torch"]["device_kind"] == "cpu"
     assert rows["gpu-fsdp"]["available"] and "gloo" in rows["gpu-fsdp"]["reason"]
-    for name in ("xla-fsdpv2", "jax-tunix", "torchax"):
+    if os.environ.get("BENCH_PYTHON_XLA_FSDPV2"):  # CI's torch_xla environment
+        assert rows["xla-fsdpv2"]["available"] and rows["xla-fsdpv2"]["device_kind"] == "cpu"
+        assert rows["xla-fsdpv2"]["device_count"] == 4 and rows["xla-fsdpv2"]["python"] == os.environ["BENCH_PYTHON_XLA_FSDPV2"]
+    else:
+        assert not rows["xla-fsdpv2"]["available"] and "torch_xla" in rows["xla-fsdpv2"]["reason"]
+    for name in ("jax-tunix", "torchax"):
         assert not rows[name]["available"] and rows[name]["reason"]
 
 

@@ -1,0 +1,33 @@
+"""Backend `xla-fsdpv2`: PyTorch/XLA with SPMD and FSDPv2 (TPU; also the CPU PJRT device).
+
+W1's three levers as options of one backend: SPMD switched on before the model is built,
+FSDPv2 sharding of every decoder layer over the mesh's fsdp axis (gradient checkpointing
+through the wrapper), and static shapes (the scenario's padding policy). Compilations are
+counted from torch_xla's metrics and attributed to steps.
+"""
+
+from __future__ import annotations
+
+from harness.backend import BackendInfo, BackendOptions
+
+
+class XlaOptions(BackendOptions):
+    # Virtual devices when PJRT runs on the CPU (tests, laptops); ignored on a TPU.
+    cpu_devices: int = 4
+
+
+def _load():
+    from backends.xla_fsdpv2.backend import XlaBackend
+
+    return XlaBackend
+
+
+BACKEND_INFO = BackendInfo(
+    name="xla-fsdpv2",
+    summary="PyTorch/XLA, SPMD + FSDPv2 (TPU; CPU PJRT device elsewhere)",
+    requires=("torch_xla", "transformers", "peft"),
+    install="pip install torch==2.9.0 torch-xla==2.9.0 (torch-xla[tpu] on a TPU VM) and bench's deps, in their own env",
+    options=XlaOptions,
+    load=_load,
+    priority=30,
+)
