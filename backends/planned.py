@@ -17,6 +17,4 @@ class _NoOptions(BackendOptions):
 PLANNED = [
     BackendInfo("jax-tunix", "JAX + Tunix PeftTrainer + Qwix LoRA (TPU, GPU)", ("jax", "tunix", "qwix"),
                 "pip install -e '.[jax]'", _NoOptions, load=None, priority=20),
-    BackendInfo("torchax", "a PyTorch model trained by JAX via torchax", ("torchax", "jax", "optax"),
-                "pip install -e '.[torchax]'", _NoOptions, load=None, priority=10),
 ]

@@ -29,9 +29,10 @@ def _builtin() -> list[BackendInfo]:
     from backends.gpu_fsdp import BACKEND_INFO as fsdp_info
     from backends.planned import PLANNED
     from backends.torch_eager import BACKEND_INFO as torch_info
+    from backends.torchax_jax import BACKEND_INFO as torchax_info
     from backends.xla_fsdpv2 import BACKEND_INFO as xla_info
 
-    return [torch_info, fsdp_info, xla_info, *PLANNED]
+    return [torch_info, fsdp_info, xla_info, torchax_info, *PLANNED]
 
 
 def all_backends() -> dict[str, BackendInfo]:

@@ -19,7 +19,11 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
         assert rows["xla-fsdpv2"]["device_count"] == 4 and rows["xla-fsdpv2"]["python"] == os.environ["BENCH_PYTHON_XLA_FSDPV2"]
     else:
         assert not rows["xla-fsdpv2"]["available"] and "torch_xla" in rows["xla-fsdpv2"]["reason"]
-    for name in ("jax-tunix", "torchax"):
+    if os.environ.get("BENCH_PYTHON_TORCHAX"):
+        assert rows["torchax"]["available"] and rows["torchax"]["device_count"] == 4
+    else:
+        assert not rows["torchax"]["available"] and rows["torchax"]["reason"]
+    for name in ("jax-tunix",):
         assert not rows[name]["available"] and rows[name]["reason"]
 
 
@@ -30,5 +34,5 @@ def test_a_missing_interpreter_is_a_reason_not_a_crash():
 
 
 def test_run_with_an_unavailable_backend_exits_2_with_the_reason():
-    done = bench("run", "scenarios/tiny.yaml", "--backend", "torchax")
+    done = bench("run", "scenarios/tiny.yaml", "--backend", "jax-tunix")
     assert done.returncode == 2 and "not available" in done.stderr and "Traceback" not in done.stderr

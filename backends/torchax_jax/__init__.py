@@ -1,0 +1,30 @@
+"""Backend `torchax`: a Hugging Face PyTorch model whose whole training step JAX compiles
+(W5): the model is built by PyTorch, moved to the JAX device, and forward + loss + grad +
+optax update become one XLA program. The third path to a TPU beside PyTorch/XLA and a
+JAX rewrite."""
+
+from __future__ import annotations
+
+from harness.backend import BackendInfo, BackendOptions
+
+
+class TorchaxOptions(BackendOptions):
+    # Virtual JAX devices on the CPU (tests, laptops); ignored on a TPU or GPU.
+    cpu_devices: int = 4
+
+
+def _load():
+    from backends.torchax_jax.backend import TorchaxBackend
+
+    return TorchaxBackend
+
+
+BACKEND_INFO = BackendInfo(
+    name="torchax",
+    summary="a PyTorch model trained by JAX (torchax + optax), one XLA program per step",
+    requires=("torchax", "jax", "optax", "transformers", "peft"),
+    install="pip install torchax jax optax (with torch 2.9: the xla-fsdpv2 environment works)",
+    options=TorchaxOptions,
+    load=_load,
+    priority=10,
+)

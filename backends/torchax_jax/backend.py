@@ -1,0 +1,218 @@
+"""torchax: PyTorch model, JAX training step.
+
+The model (with peft LoRA) is built with torchax off, from the same seed as every other
+backend, then moved to the JAX device. Trainable parameters are split from frozen weights
+and buffers; `torchax.train.make_train_step` turns forward, loss (the same token-weighted
+sum, over all micro-batches of the step), gradient and the optax update into one function
+that `jax.jit` compiles, donating the weights and optimizer state. The attention mask is
+applied (W5's write-up dropped it, which changes what is computed).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backends.hf_common.model import apply_lora, build_model, model_facts, token_loss_sum
+from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.provenance import cpu_name
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+STEP_NAME = "bench_train_step"  # jit reports compilations of it as jit(bench_train_step)
+
+
+def configure_jax(cpu_devices: int) -> None:
+    """Virtual CPU devices must be asked for before JAX initialises."""
+    if not Path("/dev/accel0").exists() and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={cpu_devices}".strip()
+
+
+class TorchaxBackend(Backend):
+    @classmethod
+    def probe(cls) -> Probe:
+        configure_jax(4)
+        import jax
+
+        devices = jax.devices()
+        kind = {"tpu": "tpu", "gpu": "cuda"}.get(devices[0].platform, "cpu")
+        name = devices[0].device_kind if kind != "cpu" else cpu_name()
+        return Probe(True, "" if kind != "cpu" else "no accelerator: JAX on the CPU", kind, name, len(devices))
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> ModelFacts:
+        configure_jax(self.options.cpu_devices)
+        import jax
+        import torchax
+
+        self._listen_for_compiles()
+        model = apply_lora(build_model(self.scenario), self.scenario).float()  # torchax still off
+        facts = model_facts(model)
+        self.devices = jax.devices()
+        self.env = torchax.default_env()
+        with self.env:
+            model.to("jax")
+        self.model = model
+        self.weights = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        self.buffers = {**{n: p for n, p in model.named_parameters() if not p.requires_grad}, **dict(model.named_buffers())}
+        self._place_on_mesh()
+        self.step_fn = self._compiled_step()
+        return facts
+
+    def _listen_for_compiles(self) -> None:
+        import jax
+
+        self.compiles = CompileStats()
+
+        def on_event(event: str, duration: float, **kwargs) -> None:
+            if event == COMPILE_EVENT and f"({STEP_NAME})" in str(kwargs.get("fun_name", "")):
+                self.compiles.count += 1
+                self.compiles.seconds += duration
+
+        jax.monitoring.register_event_duration_secs_listener(on_event)
+
+    def _place_on_mesh(self) -> None:
+        """Weights and their optimizer state split along dim 0 over the mesh (FSDP-style;
+        XLA inserts the gathers), batches split by rows. The optimizer state is placed
+        before the first step, else step 2 recompiles (platform-notes.md)."""
+        import jax
+        import numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        from torchax.interop import jax_view, torch_view
+
+        self.mesh = Mesh(np.array(self.devices), ("fsdp",))
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.by_rows = NamedSharding(self.mesh, PartitionSpec("fsdp"))
+        n = len(self.devices)
+
+        def shard(array):  # FSDP-style: split dim 0 over the mesh where it divides
+            spec = PartitionSpec("fsdp") if array.ndim and array.shape[0] % n == 0 else PartitionSpec()
+            return jax.device_put(array, NamedSharding(self.mesh, spec))
+
+        place = lambda tree: torch_view(jax.tree_util.tree_map(shard, jax_view(tree)))  # noqa: E731
+        self.weights, self.buffers = place(self.weights), place(self.buffers)
+        self.optimizer = self._optimizer()
+        from torchax.interop import call_jax
+
+        self.opt_state = place(call_jax(self.optimizer.init, self.weights))
+
+    def _optimizer(self):
+        import optax
+
+        train, opt = self.scenario.train, self.scenario.train.optimizer
+        total = train.steps + train.window_steps
+        warmup = int(train.schedule.warmup_ratio * total)
+        if train.schedule.name == "constant":
+            schedule = optax.constant_schedule(opt.lr)
+        elif train.schedule.name == "linear":
+            schedule = optax.join_schedules([optax.linear_schedule(0.0, opt.lr, max(warmup, 1)),
+                                             optax.linear_schedule(opt.lr, 0.0, max(total - warmup, 1))], [warmup])
+        else:
+            schedule = optax.warmup_cosine_decay_schedule(0.0, opt.lr, max(warmup, 1), max(total, 2))
+        if opt.name == "adafactor":
+            update = optax.adafactor(schedule)
+        elif opt.name == "sgd":
+            update = optax.sgd(schedule)
+        else:
+            update = optax.adamw(schedule, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps, weight_decay=opt.weight_decay)
+        clip = [optax.clip_by_global_norm(train.grad_clip)] if train.grad_clip else []
+        return optax.chain(*clip, update)
+
+    def _compiled_step(self):
+        import jax
+        from torchax.interop import jax_view, torch_view
+        from torchax.train import make_train_step
+
+        model = self.model
+
+        def model_fn(weights, buffers, args):
+            return [torch.func.functional_call(model, {**weights, **buffers}, args=(),
+                                               kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False}).logits
+                    for ids, mask in args]
+
+        def loss_fn(outputs, label):
+            labels, normaliser = label
+            return sum(token_loss_sum(logits, lab) for logits, lab in zip(outputs, labels)) / normaliser
+
+        as_jax = jax_view(make_train_step(model_fn, loss_fn, self.optimizer))
+
+        def bench_train_step(*args):  # named, so its compilations can be told apart
+            return as_jax(*args)
+
+        return torch_view(jax.jit(bench_train_step, donate_argnums=(0, 2)))
+
+    def data_parallel_size(self) -> int:
+        return 1  # every device sees its share of each micro-batch's rows (placed by rows)
+
+    # ------------------------------------------------------------------ steps
+    def _to_device(self, array):
+        import jax
+        from torchax.interop import torch_view
+
+        rows = array.shape[0] if array.ndim else 0
+        sharding = self.by_rows if rows and rows % len(self.devices) == 0 else self.replicated
+        return torch_view(jax.device_put(array, sharding))
+
+    def train_step(self, batch):
+        import numpy as np
+
+        args = tuple((self._to_device(m.input_ids), self._to_device(m.attention_mask)) for m in batch.micro_batches)
+        labels = tuple(self._to_device(m.labels) for m in batch.micro_batches)
+        normaliser = self._to_device(np.asarray(max(batch.num_loss_tokens, 1), dtype=np.float32))
+        with self.env:
+            loss, self.weights, self.opt_state = self.step_fn(self.weights, self.buffers, self.opt_state, args,
+                                                              (labels, normaliser))
+        self.last = loss
+        return loss
+
+    def sync(self) -> None:
+        import jax
+        from torchax.interop import jax_view
+
+        if getattr(self, "last", None) is not None:
+            jax.block_until_ready((jax_view(self.last), jax_view(self.weights)))
+
+    def loss_value(self, loss) -> float:
+        import numpy as np
+        from torchax.interop import jax_view
+
+        return float(np.asarray(jax_view(loss)))
+
+    def compile_stats(self) -> CompileStats:
+        return CompileStats(self.compiles.count, self.compiles.seconds)
+
+    # ------------------------------------------------------------------ facts
+    def memory(self) -> MemoryFacts:
+        stats = self.devices[0].memory_stats() if self.devices[0].platform != "cpu" else None
+        if stats and "peak_bytes_in_use" in stats:
+            return MemoryFacts(int(stats["peak_bytes_in_use"]), f"{self.devices[0].platform}_peak_bytes_in_use")
+        return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+
+    def accelerator(self) -> dict[str, Any]:
+        platform = self.devices[0].platform
+        if platform == "cpu":
+            return {"kind": "cpu", "name": cpu_name(), "count": 1, "virtual_devices": len(self.devices)}
+        return {"kind": {"tpu": "tpu", "gpu": "cuda"}[platform], "name": self.devices[0].device_kind,
+                "count": len(self.devices)}
+
+    def extra_facts(self) -> dict[str, Any]:
+        from torchax.interop import jax_view
+
+        specs = [str(jax_view(t).sharding.spec) for t in [*self.weights.values(), *self.buffers.values()]]
+        return {"devices": len(self.devices), "num_params_total": len(specs),
+                "num_params_sharded": sum("fsdp" in s for s in specs), "shardings": sorted(set(specs))}
+
+    def versions(self) -> dict[str, str]:
+        import jax
+        import optax
+        import peft
+        import torchax
+        import transformers
+
+        return {"python": sys.version.split()[0], "torch": torch.__version__, "torchax": torchax.__version__,
+                "jax": jax.__version__, "optax": optax.__version__, "transformers": transformers.__version__,
+                "peft": peft.__version__}
