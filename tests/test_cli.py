@@ -19,10 +19,7 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
         assert rows["xla-fsdpv2"]["device_count"] == 4 and rows["xla-fsdpv2"]["python"] == os.environ["BENCH_PYTHON_XLA_FSDPV2"]
     else:
         assert not rows["xla-fsdpv2"]["available"] and "torch_xla" in rows["xla-fsdpv2"]["reason"]
-    if os.environ.get("BENCH_PYTHON_TORCHAX"):
-        assert rows["torchax"]["available"] and rows["torchax"]["device_count"] == 4
-    else:
-        assert not rows["torchax"]["available"] and rows["torchax"]["reason"]
+    assert rows["torchax"]["available"] and rows["torchax"]["device_count"] == 4  # the test extra has it
     for name in ("jax-tunix",):
         assert not rows[name]["available"] and rows[name]["reason"]
 

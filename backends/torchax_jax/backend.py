@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from backends.hf_common.model import apply_lora, build_model, model_facts, token_loss_sum
+from backends.torchax_jax.compat import allow_removed_named_overloads
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
 
@@ -28,6 +29,7 @@ STEP_NAME = "bench_train_step"  # jit reports compilations of it as jit(bench_tr
 
 def configure_jax(cpu_devices: int) -> None:
     """Virtual CPU devices must be asked for before JAX initialises."""
+    allow_removed_named_overloads()  # before torchax is imported (see compat.py)
     if not Path("/dev/accel0").exists() and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={cpu_devices}".strip()
 
