@@ -230,6 +230,14 @@ class CostSpec(Section):
     pricing: Literal["on_demand", "spot"] = "on_demand"
 
 
+class WorkloadSpec(Section):
+    """A train-plus-serve workload to price: `fine_tunes` runs of the train task plus
+    `served_tokens_millions` million output tokens at the serve task's $/1M tokens."""
+
+    fine_tunes: float = Field(1.0, ge=0)
+    served_tokens_millions: float = Field(0.0, ge=0)
+
+
 class Budget(Section):
     """An absolute limit on a record metric, used by `bench gate`."""
 
@@ -339,6 +347,7 @@ class Scenario(Section):
     # is given). Each task writes its own record.
     tasks: tuple[Literal["train", "serve"], ...] | None = None
     cost: CostSpec = CostSpec()
+    workload: WorkloadSpec | None = None
     budgets: tuple[Budget, ...] = ()
     repeats: PositiveInt = Field(1, le=MAX_RUNS)
     # Per-run time limit for the worker process; None = no limit.

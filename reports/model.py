@@ -88,6 +88,20 @@ class ServeRow:
 
 
 @dataclass
+class WorkloadRow:
+    """A scenario's train-plus-serve workload priced on one accelerator."""
+
+    scenario: str
+    accelerator: str
+    fine_tunes: float
+    served_tokens_millions: float
+    train_usd: float
+    serve_usd_per_1m: float
+    total_usd: float
+    ratio_to_first: float
+
+
+@dataclass
 class Report:
     sections: list[ScenarioSection]
     serving: list[ServeRow]
@@ -95,6 +109,7 @@ class Report:
     runs: list[dict[str, Any]]
     prices: list[dict[str, Any]]
     warnings: list[str]
+    workloads: list[WorkloadRow] = field(default_factory=list)
 
 
 def _matches(row: Row, selector: tuple[str, str] | None) -> bool:
@@ -126,8 +141,36 @@ def build(records: list[dict[str, Any]], baseline: tuple[str, str] | None = None
                                         [c for row in rows if row is not base for c in [_compare(row, base)] if c],
                                         _sensitivity(rows, base)))
     failed = [r for r in records if r["status"] != "ok"]
-    return Report(sections, serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
-                  list(warnings))
+    report = Report(sections, serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
+                    list(warnings))
+    report.workloads = _workloads([r for r in records if r["status"] == "ok"])
+    return report
+
+
+def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
+    """harness.cost.workload_cost for every scenario with a `workload` section and both a
+    train and a serve record on the same accelerator (medians over repeats)."""
+    from harness.cost import workload_cost
+
+    rows: list[WorkloadRow] = []
+    for name in sorted({r["scenario"]["name"] for r in records}):
+        mine = [r for r in records if r["scenario"]["name"] == name]
+        spec = mine[0]["scenario"]["resolved"].get("workload")
+        if not spec:
+            continue
+        found = []
+        for accelerator in sorted({r["accelerator"]["catalog_key"] for r in mine}):
+            train = across_runs((r.get("cost") or {}).get("usd_run") for r in mine
+                                if r.get("task", "train") == "train" and r["accelerator"]["catalog_key"] == accelerator)
+            serve = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in mine
+                                if r.get("task") == "serve" and r["accelerator"]["catalog_key"] == accelerator)
+            if train is not None and serve is not None:
+                total = workload_cost(train, spec["fine_tunes"], serve, spec["served_tokens_millions"])
+                found.append((accelerator, train, serve, total))
+        for accelerator, train, serve, total in found:
+            rows.append(WorkloadRow(name, accelerator, spec["fine_tunes"], spec["served_tokens_millions"], train, serve,
+                                    total, total / found[0][3]))
+    return rows
 
 
 def _rows(records: list[dict[str, Any]]) -> list[Row]:

@@ -52,6 +52,14 @@ def markdown(report: Report) -> str:
                 "|---" * (len(SERVE_COLUMNS) + 1) + "|"]
         out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
         out.append("")
+    if report.workloads:
+        out += ["## Train + serve workload", "", "| scenario | accelerator | fine-tunes | served 1M tokens | $/fine-tune | "
+                "$/1M output tokens | workload $ | ratio to first |", "|---|---|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(md_cell(x) for x in (w.scenario, w.accelerator, f"{w.fine_tunes:g}",
+                                                       f"{w.served_tokens_millions:g}", f"{w.train_usd:.4g}",
+                                                       f"{w.serve_usd_per_1m:.4g}", f"{w.total_usd:.4g}",
+                                                       f"{w.ratio_to_first:.3f}")) + " |" for w in report.workloads]
+        out.append("")
     if report.failed:
         out += ["## Failed runs", "", "| scenario | variant | backend | failure | reason |", "|---|---|---|---|---|"]
         out += ["| " + " | ".join(md_cell(x) for x in (r["scenario"]["name"], r["scenario"]["variant"], r["backend"]["name"],

@@ -136,3 +136,27 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
     assert plots == 6 and drawn == plots
     assert pwned is None and HOSTILE in headings
     assert shot.stat().st_size > 10_000
+
+
+def test_train_plus_serve_workload_is_priced_per_accelerator():
+    from reports.model import _workloads
+    from reports.render import markdown
+    from reports.model import build
+
+    workload = {"fine_tunes": 2, "served_tokens_millions": 100}
+    records, expected = [], {}
+    for key, kind, chips, per_1m in (("cpu", "cpu", 1, 3.0), ("tpu-v5e", "tpu", 8, 1.5)):
+        train = make_record([0.5] * 4, catalog_key=key, kind=kind, chips=chips)
+        serve = make_record([0.5] * 4, catalog_key=key, kind=kind, chips=chips)
+        serve.update(task="serve", cost={"usd_per_1m_output_tokens": per_1m})
+        for r in (train, serve):
+            r["scenario"]["resolved"]["workload"] = workload
+        records += [train, serve]
+        expected[key] = 2 * train["cost"]["usd_run"] + 100 * per_1m
+    rows = _workloads(records)
+    assert {w.accelerator: w.total_usd for w in rows} == pytest.approx(expected)
+    assert rows[1].ratio_to_first == pytest.approx(expected["tpu-v5e"] / expected["cpu"])
+    assert _workloads([r for r in records if r.get("task") != "serve"]) == []  # needs both tasks
+    report = build([r for r in records if r.get("task") != "serve"])
+    report.workloads = rows
+    assert "Train + serve workload" in markdown(report)
