@@ -16,7 +16,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
+from backends.hf_common.model import (
+    DTYPES, apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+)
 from harness.provenance import cpu_name
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.loop import run_steps
@@ -120,12 +122,7 @@ class FsdpBackend(Backend):
             # FSDP averages gradients over ranks; the loss is a sum over all ranks' tokens.
             (loss * self.world).backward()
             total += loss.detach()
-        clip = self.scenario.train.grad_clip
-        if clip:
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], clip)
-        self.optimizer.step()
-        self.schedule.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
         return total
 
     def sync(self) -> None:

@@ -122,6 +122,15 @@ def build_optimizer(model: torch.nn.Module, scenario):
     return optimizer, schedule
 
 
+def optimizer_step(model: torch.nn.Module, optimizer, schedule, clip: float | None) -> None:
+    """Clip the global gradient norm, step the optimizer and the schedule, clear grads."""
+    if clip:
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Sum of next-token cross-entropy over trained positions.
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import torch
 
-from backends.hf_common.model import DTYPES, apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
+from backends.hf_common.model import (
+    DTYPES, apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+)
 from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
 
@@ -77,16 +79,16 @@ class TorchBackend(Backend):
         return total
 
     def _optimizer_step(self) -> None:
-        clip = self.scenario.train.grad_clip
-        if self.scaler:
-            self.scaler.unscale_(self.optimizer)
-        if clip:
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], clip)
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+        if self.scaler is None:
+            optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
+            return
+        # fp16: unscale before clipping, and let the scaler skip steps with inf gradients.
+        self.scaler.unscale_(self.optimizer)
+        if self.scenario.train.grad_clip:
+            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                           self.scenario.train.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
 

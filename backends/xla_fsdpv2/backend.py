@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.hf_common.model import apply_lora, build_model, build_optimizer, model_facts, token_loss_sum
+from backends.hf_common.model import (
+    apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+)
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
 
@@ -123,12 +125,7 @@ class XlaBackend(Backend):
             loss = token_loss_sum(logits, labels) / normaliser
             loss.backward()
             total += loss.detach()
-        clip = self.scenario.train.grad_clip
-        if clip:
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad], clip)
-        self.optimizer.step()
-        self.schedule.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
         torch_xla.sync()  # the step is one graph, launched now, asynchronously
         return total
 
