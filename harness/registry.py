@@ -27,12 +27,12 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 def _builtin() -> list[BackendInfo]:
     from backends.gpu_fsdp import BACKEND_INFO as fsdp_info
-    from backends.planned import PLANNED
+    from backends.jax_tunix import BACKEND_INFO as tunix_info
     from backends.torch_eager import BACKEND_INFO as torch_info
     from backends.torchax_jax import BACKEND_INFO as torchax_info
     from backends.xla_fsdpv2 import BACKEND_INFO as xla_info
 
-    return [torch_info, fsdp_info, xla_info, torchax_info, *PLANNED]
+    return [torch_info, fsdp_info, xla_info, torchax_info, tunix_info]
 
 
 def all_backends() -> dict[str, BackendInfo]:

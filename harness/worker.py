@@ -55,8 +55,6 @@ def probe(name: str) -> dict[str, Any]:
     from harness.registry import get
 
     info = get(name)
-    if info.load is None:
-        return Probe(False, f"not implemented in this version of bench (will need {', '.join(info.requires)})").to_json()
     missing = [m for m in info.requires if importlib.util.find_spec(m) is None]
     if missing:
         return Probe(False, f"{', '.join(missing)} not installed ({info.install})").to_json()

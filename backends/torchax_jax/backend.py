@@ -10,40 +10,29 @@ applied (W5's write-up dropped it, which changes what is computed).
 
 from __future__ import annotations
 
-import os
-import resource
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from backends import jax_common
 from backends.hf_common.model import apply_lora, build_model, model_facts, token_loss_sum
 from backends.torchax_jax.compat import allow_removed_named_overloads
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
-from harness.provenance import cpu_name
 
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 STEP_NAME = "bench_train_step"  # jit reports compilations of it as jit(bench_train_step)
 
 
 def configure_jax(cpu_devices: int) -> None:
-    """Virtual CPU devices must be asked for before JAX initialises."""
     allow_removed_named_overloads()  # before torchax is imported (see compat.py)
-    if not Path("/dev/accel0").exists() and "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={cpu_devices}".strip()
+    jax_common.request_cpu_devices(cpu_devices)
 
 
 class TorchaxBackend(Backend):
     @classmethod
     def probe(cls) -> Probe:
         configure_jax(4)
-        import jax
-
-        devices = jax.devices()
-        kind = {"tpu": "tpu", "gpu": "cuda"}.get(devices[0].platform, "cpu")
-        name = devices[0].device_kind if kind != "cpu" else cpu_name()
-        return Probe(True, "" if kind != "cpu" else "no accelerator: JAX on the CPU", kind, name, len(devices))
+        return jax_common.probe_devices()
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
@@ -66,16 +55,8 @@ class TorchaxBackend(Backend):
         return facts
 
     def _listen_for_compiles(self) -> None:
-        import jax
-
-        self.compiles = CompileStats()
-
-        def on_event(event: str, duration: float, **kwargs) -> None:
-            if event == COMPILE_EVENT and f"({STEP_NAME})" in str(kwargs.get("fun_name", "")):
-                self.compiles.count += 1
-                self.compiles.seconds += duration
-
-        jax.monitoring.register_event_duration_secs_listener(on_event)
+        self.compiles = jax_common.CompileCounter(STEP_NAME)
+        self.compiles.ensure_listening()
 
     def _place_on_mesh(self) -> None:
         """Weights and their optimizer state split along dim 0 over the mesh (FSDP-style;
@@ -103,26 +84,7 @@ class TorchaxBackend(Backend):
         self.opt_state = place(call_jax(self.optimizer.init, self.weights))
 
     def _optimizer(self):
-        import optax
-
-        train, opt = self.scenario.train, self.scenario.train.optimizer
-        total = train.steps + train.window_steps
-        warmup = int(train.schedule.warmup_ratio * total)
-        if train.schedule.name == "constant":
-            schedule = optax.constant_schedule(opt.lr)
-        elif train.schedule.name == "linear":
-            schedule = optax.join_schedules([optax.linear_schedule(0.0, opt.lr, max(warmup, 1)),
-                                             optax.linear_schedule(opt.lr, 0.0, max(total - warmup, 1))], [warmup])
-        else:
-            schedule = optax.warmup_cosine_decay_schedule(0.0, opt.lr, max(warmup, 1), max(total, 2))
-        if opt.name == "adafactor":
-            update = optax.adafactor(schedule)
-        elif opt.name == "sgd":
-            update = optax.sgd(schedule)
-        else:
-            update = optax.adamw(schedule, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps, weight_decay=opt.weight_decay)
-        clip = [optax.clip_by_global_norm(train.grad_clip)] if train.grad_clip else []
-        return optax.chain(*clip, update)
+        return jax_common.optax_optimizer(self.scenario.train)
 
     def _compiled_step(self):
         import jax
@@ -185,21 +147,14 @@ class TorchaxBackend(Backend):
         return float(np.asarray(jax_view(loss)))
 
     def compile_stats(self) -> CompileStats:
-        return CompileStats(self.compiles.count, self.compiles.seconds)
+        return self.compiles.snapshot()
 
     # ------------------------------------------------------------------ facts
     def memory(self) -> MemoryFacts:
-        stats = self.devices[0].memory_stats() if self.devices[0].platform != "cpu" else None
-        if stats and "peak_bytes_in_use" in stats:
-            return MemoryFacts(int(stats["peak_bytes_in_use"]), f"{self.devices[0].platform}_peak_bytes_in_use")
-        return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+        return jax_common.memory(self.devices)
 
     def accelerator(self) -> dict[str, Any]:
-        platform = self.devices[0].platform
-        if platform == "cpu":
-            return {"kind": "cpu", "name": cpu_name(), "count": 1, "virtual_devices": len(self.devices)}
-        return {"kind": {"tpu": "tpu", "gpu": "cuda"}[platform], "name": self.devices[0].device_kind,
-                "count": len(self.devices)}
+        return jax_common.accelerator(self.devices)
 
     def extra_facts(self) -> dict[str, Any]:
         from torchax.interop import jax_view

@@ -1,0 +1,90 @@
+"""Tunix's PeftTrainer, fed by the harness and observed at its documented extension points.
+
+- Data: a `DataHooks` serves the harness's micro-batches (same tokens and padding as every
+  other backend), one per trainer iteration; Tunix accumulates `gradient_accumulation_steps`
+  of them into one optimizer step (optax.MultiSteps). Asking for the first micro-batch of a
+  step is the previous step's end: that is where the harness's clock syncs and stops.
+- Loss: the token-weighted sum over the whole step, like every backend. Each micro-batch
+  returns k * (its loss sum) / (the step's loss tokens); MultiSteps averages the k
+  gradients, which gives the gradient of sum / tokens. The same value comes back as aux.
+- `_post_process_train_step` (Tunix's hook for aux) keeps each micro-batch's loss, still
+  on the device, and stamps when its dispatch returned.
+
+Imported only inside the worker, after the CPU device count is set.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tunix.sft import hooks, peft_trainer
+from tunix.sft import utils as sft_utils
+
+
+def step_loss(model, input_tokens, input_mask, positions, attention_mask, loss_scale):
+    """Next-token cross-entropy on the trained tokens, summed, times the step's scale.
+    `input_mask` marks trained tokens (the harness's labels != -100)."""
+    logits, _ = model(input_tokens, positions, None, attention_mask)
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1].astype(jnp.float32), input_tokens[:, 1:])
+    loss = jnp.sum(losses * input_mask[:, 1:]) * loss_scale
+    return loss, jax.lax.stop_gradient(loss)
+
+
+def model_input(batch: dict[str, Any]) -> dict[str, Any]:
+    """Positions and the causal attention mask from the padding mask, inside the step."""
+    valid = batch["attention_mask"]
+    return {"input_tokens": batch["input_tokens"], "input_mask": batch["input_mask"],
+            "positions": sft_utils.build_positions_from_mask(valid),
+            "attention_mask": sft_utils.make_causal_attn_mask(valid),
+            "loss_scale": batch["loss_scale"]}
+
+
+def trainer_input(micro, loss_scale: float) -> dict[str, np.ndarray]:
+    """A harness micro-batch as Tunix's trainer takes it (host arrays; the trainer shards
+    rows over the fsdp axis)."""
+    return {"input_tokens": micro.input_ids.astype(np.int32),
+            "input_mask": micro.labels != -100,
+            "attention_mask": micro.attention_mask.astype(bool),
+            "loss_scale": np.asarray(loss_scale, dtype=np.float32)}
+
+
+class HarnessData(hooks.DataHooks):
+    """Hands PeftTrainer the next micro-batch from `next_micro_batch()` (None ends training)."""
+
+    def __init__(self, next_micro_batch: Callable[[], Any]) -> None:
+        self.next_micro_batch = next_micro_batch
+
+    def load_next_train_batch(self, train_ctx):
+        return self.next_micro_batch()
+
+    def load_next_eval_batch(self, train_ctx):
+        return None
+
+
+class ObservedPeftTrainer(peft_trainer.PeftTrainer):
+    """PeftTrainer that keeps each micro-batch's loss (a device array) and the time its
+    dispatch returned; nothing else about the trainer changes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.micro_losses: list[Any] = []
+        self.dispatched_at: list[float] = []
+        self.with_loss_fn(step_loss, has_aux=True)
+        self.with_gen_model_input_fn(model_input)
+
+    def _post_process_train_step(self, aux: Any) -> None:
+        self.dispatched_at.append(time.perf_counter())
+        self.micro_losses.append(aux)
+
+
+def new_trainer(model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int) -> ObservedPeftTrainer:
+    config = peft_trainer.TrainingConfig(
+        eval_every_n_steps=max_steps + 1, max_steps=max_steps, gradient_accumulation_steps=accumulation,
+        max_inflight_computations=max_inflight, data_sharding_axis=("fsdp",), pbar_description=None,
+    )
+    return ObservedPeftTrainer(model, optimizer, config)
