@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 
 from conftest import bench
 
@@ -20,8 +22,10 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
     else:
         assert not rows["xla-fsdpv2"]["available"] and "torch_xla" in rows["xla-fsdpv2"]["reason"]
     assert rows["torchax"]["available"] and rows["torchax"]["device_count"] == 4  # the test extra has it
-    for name in ("jax-tunix",):
-        assert not rows[name]["available"] and rows[name]["reason"]
+    if os.environ.get("BENCH_PYTHON_JAX_TUNIX"):  # CI's Tunix environment
+        assert rows["jax-tunix"]["available"] and rows["jax-tunix"]["device_count"] == 4
+    elif importlib.util.find_spec("tunix") is None:
+        assert not rows["jax-tunix"]["available"] and "tunix not installed" in rows["jax-tunix"]["reason"]
 
 
 def test_a_missing_interpreter_is_a_reason_not_a_crash():
@@ -31,5 +35,7 @@ def test_a_missing_interpreter_is_a_reason_not_a_crash():
 
 
 def test_run_with_an_unavailable_backend_exits_2_with_the_reason():
-    done = bench("run", "scenarios/tiny.yaml", "--backend", "jax-tunix")
+    # This environment has JAX (the test extra) but not Tunix: jax-tunix cannot run here.
+    done = bench("run", "scenarios/tiny.yaml", "--backend", "jax-tunix", "--python", f"jax-tunix={sys.executable}")
     assert done.returncode == 2 and "not available" in done.stderr and "Traceback" not in done.stderr
+    assert "tunix" in done.stderr

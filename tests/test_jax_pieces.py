@@ -1,0 +1,63 @@
+"""The framework-light pieces of the JAX backends, in the project's own environment:
+compile counting that survives a library clearing JAX's listeners, and the mapping of a
+scenario's model and LoRA targets onto Tunix's Gemma 3."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.jax_tunix.model import ModelConfigError, architecture_from_hf_config, lora_module_pattern
+
+
+def test_compile_counter_counts_its_function_only_and_survives_listener_clearing():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from backends.jax_common import CompileCounter
+
+    counter = CompileCounter("bench_probe_step")
+
+    def bench_probe_step(x):
+        return x * 2 + 1
+
+    step = jax.jit(bench_probe_step)
+    other = jax.jit(lambda x: x - 1)
+    counter.ensure_listening()
+    step(jnp.ones(3)).block_until_ready()
+    other(jnp.ones(5)).block_until_ready()
+    assert counter.snapshot().count == 1 and counter.other >= 1
+    jax.monitoring.clear_event_listeners()  # what Tunix's PeftTrainer does when train() ends
+    step(jnp.ones(4)).block_until_ready()
+    assert counter.snapshot().count == 1  # cleared: this compile was missed
+    counter.ensure_listening()
+    counter.ensure_listening()  # twice must not count twice
+    step(jnp.ones(6)).block_until_ready()
+    assert counter.snapshot().count == 2
+    step(jnp.ones(6)).block_until_ready()  # cached: no compile
+    assert counter.snapshot().count == 2 and counter.snapshot().seconds > 0
+    counter._forget()
+
+
+def test_lora_targets_map_to_tunix_modules():
+    hf = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    assert lora_module_pattern(hf, fused_qkv=False) == \
+        ".*attn_vec_einsum|.*down_proj|.*gate_proj|.*kv_einsum|.*q_einsum|.*up_proj"
+    assert lora_module_pattern(("q_proj", "v_proj"), fused_qkv=True) == ".*qkv_einsum"
+    assert lora_module_pattern(("q_einsum",), fused_qkv=False) == ".*q_einsum"
+
+
+def test_unknown_lora_target_names_the_field():
+    with pytest.raises(ModelConfigError, match=r"train\.lora\.target_modules: 'lm_head'"):
+        lora_module_pattern(("q_proj", "lm_head"), fused_qkv=False)
+
+
+def test_hf_gemma3_config_maps_to_architecture_fields():
+    config = {"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
+              "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+              "sliding_window": 512, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
+              "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}
+    from harness.presets import MODEL_PRESETS
+
+    arch = architecture_from_hf_config({"text_config": config})
+    expected = {k: v for k, v in MODEL_PRESETS["gemma-3-270m"].items() if k != "max_position_embeddings"}
+    assert arch == expected
