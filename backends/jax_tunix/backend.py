@@ -144,8 +144,9 @@ class JaxTunixBackend(Backend):
                  "random weights from Tunix's own initialiser: not the same numbers as the PyTorch backends' init"
                  if self.scenario.model.init == "random" else f"weights loaded from {self.scenario.model.path}"]
         targets = set(self.scenario.train.lora.target_modules)
-        if self.scenario.train.method == "lora" and len(targets & {"k_proj", "v_proj"}) == 1:
-            notes.append("Tunix fuses k and v projections (kv_einsum): LoRA covers both")
+        if self.scenario.train.method == "lora" and targets & {"k_proj", "v_proj"}:
+            notes.append("k_proj/v_proj map to Tunix's fused kv_einsum: one LoRA on both (A shared), "
+                         "so fewer trainable parameters than peft's separate adapters")
         return notes
 
 
