@@ -108,7 +108,6 @@ def cmd_gate(args) -> int:
     from rich.table import Table
 
     from harness.gate import load_budgets, markdown, require_checks, run_gate
-    from harness.store import load_records
 
     console = Console(stderr=True)
     budgets = load_budgets(args.budgets)

@@ -12,8 +12,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import SpecError
 
 CATALOG_FILE = Path(__file__).with_name("prices.yaml")

@@ -4,7 +4,6 @@ Markdown (CI job summaries, PR comments) and CSV (one row per run)."""
 from __future__ import annotations
 
 import io
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -37,6 +38,17 @@ def write_scenario(directory: Path, text: str, name: str = "s.yaml") -> Path:
 
 
 TINY = (SCENARIOS / "tiny.yaml").read_text()
+
+
+def stack_or_skip(backend: str, module: str, how: str) -> None:
+    """A backend's framework must be importable here or in the interpreter that
+    BENCH_PYTHON_<BACKEND> names; CI must have it (a skip there would hide a gap)."""
+    env_key = "BENCH_PYTHON_" + backend.upper().replace("-", "_")
+    if os.environ.get(env_key) or importlib.util.find_spec(module):
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide {module} for {backend}: {how}")
+    pytest.skip(f"{module} is not installed here ({how}, or set {env_key} to a python that has it)")
 
 
 @pytest.fixture

@@ -5,25 +5,15 @@ BENCH_PYTHON_JAX_TUNIX names that interpreter (.ci/run makes it)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import statistics
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
+from conftest import TINY, bench, records_in, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
 
 MESH_2X2 = ("--set", "parallel.mesh.tensor=2")  # fsdp: -1 takes the other 2 of 4 devices
-
-
-def tunix_python_or_skip() -> None:
-    if os.environ.get("BENCH_PYTHON_JAX_TUNIX") or importlib.util.find_spec("tunix"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI must provide Tunix: .ci/run builds .venv-jax and sets BENCH_PYTHON_JAX_TUNIX")
-    pytest.skip("no Tunix environment here (set BENCH_PYTHON_JAX_TUNIX to its python)")
 
 
 def new_lengths_after_warmup(record) -> int:
@@ -44,7 +34,7 @@ def measured(record, key="time_s") -> list[float]:
 
 @pytest.fixture(scope="module")
 def padding_records(tmp_path_factory):
-    tunix_python_or_skip()
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     out = tmp_path_factory.mktemp("tunix") / "r"
     done = bench("run", "scenarios/padding.yaml", "--backend", "jax-tunix", "--set", "model.preset=tiny-gemma3",
                  *MESH_2X2, "--results-dir", str(out), "--no-progress", timeout=1500)
@@ -90,7 +80,7 @@ def test_padding_does_not_change_the_loss(padding_records):
 
 
 def test_loss_falls_over_20_steps_on_repeated_data(tmp_path):
-    tunix_python_or_skip()
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     # Four examples and a global batch of four: every step sees the same data.
     done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix", *MESH_2X2,
                  "--results-dir", str(tmp_path / "r"), "--no-progress", "--set", "train.steps=20",
@@ -108,7 +98,7 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
     """A wider model does several times the device work per step: the recorded step time
     grows with it, while the time for the trainer's call to return (dispatch) barely
     moves and stays a small part of the step."""
-    tunix_python_or_skip()
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     wide = "{hidden_size: 512, intermediate_size: 2048, num_heads: 8, num_kv_heads: 2, head_dim: 64, query_pre_attn_scalar: 64}"
     records = {}
     for name, extra in (("tiny", []), ("wide", ["--set", f"model.arch={wide}"])):
@@ -130,7 +120,7 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
 def test_local_checkpoint_loads_and_matches_the_torch_backend(tmp_path):
     """Tunix's safetensors loader on a Hugging Face checkpoint saved here: with the same
     weights and batches, the first loss equals the PyTorch backend's."""
-    tunix_python_or_skip()
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TINY, bench, records_in, write_scenario
+from conftest import ROOT, TINY, bench, write_scenario
 from records import failed_record, make_record
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -4,28 +4,17 @@ shim in backends/torchax_jax/compat.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
+from conftest import TINY, bench, records_in, stack_or_skip, write_scenario
 from test_xla_fsdpv2 import new_shapes_after_warmup
 
 pytestmark = pytest.mark.slow
 
 
-def torchax_python_or_skip() -> None:
-    if os.environ.get("BENCH_PYTHON_TORCHAX") or importlib.util.find_spec("torchax"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI must provide torchax: the test extra installs it")
-    pytest.skip("torchax is not installed here (pip install -e '.[torchax]')")
-
-
 @pytest.fixture(scope="module")
 def padding_records(tmp_path_factory):
-    torchax_python_or_skip()
+    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     out = tmp_path_factory.mktemp("torchax") / "r"
     done = bench("run", "scenarios/padding.yaml", "--backend", "torchax", "--set", "model.preset=tiny-gemma3",
                  "--set", "matrix={sequence.padding: [static, dynamic]}", "--results-dir", str(out), "--no-progress",
@@ -50,7 +39,7 @@ def test_static_has_no_recompiles_and_dynamic_one_per_new_shape(padding_records)
 
 
 def test_first_losses_match_the_torch_backend_with_the_mask_applied(tmp_path):
-    torchax_python_or_skip()
+    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     path = write_scenario(tmp_path, TINY)  # padded rows + attention mask + sliding window 32
     common = ["--no-progress", "--set", "train.micro_batch=1", "--set", "sequence.max_length=256",
               "--set", "train.steps=5", "--set", "train.window_steps=0"]
@@ -64,7 +53,7 @@ def test_first_losses_match_the_torch_backend_with_the_mask_applied(tmp_path):
 
 
 def test_a_diverging_run_is_a_failed_record_naming_the_step(tmp_path):
-    torchax_python_or_skip()
+    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     path = write_scenario(tmp_path, TINY)
     done = bench("run", str(path), "--backend", "torchax", "--results-dir", str(tmp_path / "r"), "--no-progress",
                  "--set", "train.optimizer.lr=1e30", "--set", "train.grad_clip=null", "--set", "train.steps=6",
@@ -77,7 +66,7 @@ def test_a_diverging_run_is_a_failed_record_naming_the_step(tmp_path):
 
 
 def test_the_shim_stands_in_for_removed_named_overloads_only():
-    torchax_python_or_skip()
+    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     import torch
 
     from backends.torchax_jax.compat import RemovedOverload, allow_removed_named_overloads

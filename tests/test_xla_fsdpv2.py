@@ -4,22 +4,11 @@ environment: BENCH_PYTHON_XLA_FSDPV2 names that interpreter (.ci/run makes it)."
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
+from conftest import TINY, bench, records_in, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
-
-
-def xla_python_or_skip() -> None:
-    if os.environ.get("BENCH_PYTHON_XLA_FSDPV2") or importlib.util.find_spec("torch_xla"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("CI must provide torch_xla: .ci/run builds .venv-xla and sets BENCH_PYTHON_XLA_FSDPV2")
-    pytest.skip("no torch_xla environment here (set BENCH_PYTHON_XLA_FSDPV2 to its python)")
 
 
 def new_shapes_after_warmup(record) -> int:
@@ -35,7 +24,7 @@ def new_shapes_after_warmup(record) -> int:
 
 @pytest.fixture(scope="module")
 def padding_records(tmp_path_factory):
-    xla_python_or_skip()
+    stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
     out = tmp_path_factory.mktemp("xla") / "r"
     done = bench("run", "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set", "model.preset=tiny-gemma3",
                  "--results-dir", str(out), "--no-progress", timeout=1500)
@@ -75,7 +64,7 @@ def test_bench_show_prints_compiles_and_step_times(padding_records, tmp_path):
 
 
 def test_first_losses_match_the_torch_backend(tmp_path):
-    xla_python_or_skip()
+    stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
     path = write_scenario(tmp_path, TINY)
     common = ["--no-progress", "--set", "train.micro_batch=1", "--set", "sequence.max_length=256",
               "--set", "train.steps=5", "--set", "train.window_steps=0"]

@@ -10,7 +10,6 @@ heads), so targeting `k_proj` or `v_proj` puts LoRA on both.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
