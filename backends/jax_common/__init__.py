@@ -130,3 +130,20 @@ class CompileCounter:
     def snapshot(self) -> CompileStats:
         return CompileStats(self.stats.count, self.stats.seconds)
 
+
+
+class JaxDeviceFacts:
+    """The device facts of a JAX backend (mixed in before `Backend`): it sets
+    `self.devices` (jax.devices()) and `self.compiles` (a CompileCounter)."""
+
+    devices: list
+    compiles: CompileCounter
+
+    def compile_stats(self) -> CompileStats:
+        return self.compiles.snapshot()
+
+    def memory(self) -> MemoryFacts:
+        return memory(self.devices)
+
+    def accelerator(self) -> dict[str, Any]:
+        return accelerator(self.devices)

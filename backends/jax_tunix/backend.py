@@ -17,13 +17,13 @@ from importlib import metadata
 from typing import Any
 
 from backends import jax_common
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import Backend, ModelFacts, Probe
 from harness.loop import LoopResult, StepRecorder, WindowSample
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 
 
-class JaxTunixBackend(Backend):
+class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
     @classmethod
     def probe(cls) -> Probe:
         jax_common.request_cpu_devices(4)
@@ -108,16 +108,7 @@ class JaxTunixBackend(Backend):
 
         return float(np.mean([np.asarray(part) for part in loss]))
 
-    def compile_stats(self) -> CompileStats:
-        return self.compiles.snapshot()
-
     # ------------------------------------------------------------------ facts
-    def memory(self) -> MemoryFacts:
-        return jax_common.memory(self.devices)
-
-    def accelerator(self) -> dict[str, Any]:
-        return jax_common.accelerator(self.devices)
-
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
 

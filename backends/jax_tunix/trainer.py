@@ -84,7 +84,9 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
 
 def new_trainer(model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int) -> ObservedPeftTrainer:
     config = peft_trainer.TrainingConfig(
-        eval_every_n_steps=max_steps + 1, max_steps=max_steps, gradient_accumulation_steps=accumulation,
+        eval_every_n_steps=max_steps + 1, max_steps=max_steps,
+        # None rather than 1: Tunix would wrap the optimizer in a one-step MultiSteps.
+        gradient_accumulation_steps=accumulation if accumulation > 1 else None,
         max_inflight_computations=max_inflight, data_sharding_axis=("fsdp",), pbar_description=None,
     )
     return ObservedPeftTrainer(model, optimizer, config)

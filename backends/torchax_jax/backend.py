@@ -18,7 +18,7 @@ import torch
 from backends import jax_common
 from backends.hf_common.model import apply_lora, build_model, model_facts, token_loss_sum
 from backends.torchax_jax.compat import allow_removed_named_overloads
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import Backend, ModelFacts, Probe
 
 STEP_NAME = "bench_train_step"  # jit reports compilations of it as jit(bench_train_step)
 
@@ -28,7 +28,7 @@ def configure_jax(cpu_devices: int) -> None:
     jax_common.request_cpu_devices(cpu_devices)
 
 
-class TorchaxBackend(Backend):
+class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     @classmethod
     def probe(cls) -> Probe:
         configure_jax(4)
@@ -146,16 +146,7 @@ class TorchaxBackend(Backend):
 
         return float(np.asarray(jax_view(loss)))
 
-    def compile_stats(self) -> CompileStats:
-        return self.compiles.snapshot()
-
     # ------------------------------------------------------------------ facts
-    def memory(self) -> MemoryFacts:
-        return jax_common.memory(self.devices)
-
-    def accelerator(self) -> dict[str, Any]:
-        return jax_common.accelerator(self.devices)
-
     def extra_facts(self) -> dict[str, Any]:
         from torchax.interop import jax_view
 
