@@ -61,3 +61,26 @@ def test_hf_gemma3_config_maps_to_architecture_fields():
     arch = architecture_from_hf_config({"text_config": config})
     expected = {k: v for k, v in MODEL_PRESETS["gemma-3-270m"].items() if k != "max_position_embeddings"}
     assert arch == expected
+
+
+def test_device_facts_name_tpu_generation_gpu_and_chip_count():
+    from types import SimpleNamespace
+
+    from backends.jax_common import accelerator, memory
+    from harness.accelerators import catalog_key
+
+    def chips(platform, kind, peaks):
+        return [SimpleNamespace(platform=platform, device_kind=kind,
+                                memory_stats=lambda p=p: {"peak_bytes_in_use": p, "bytes_in_use": 1}) for p in peaks]
+
+    tpus = chips("tpu", "TPU v5 lite", [3, 9, 4, 5])
+    acc = accelerator(tpus)
+    assert acc == {"kind": "tpu", "name": "TPU v5 lite", "count": 4}
+    assert catalog_key(acc["kind"], acc["name"]) == "tpu-v5e"
+    peak = memory(tpus)
+    assert peak.peak_bytes == 9 and peak.kind == "tpu_peak_bytes_in_use" and peak.per_rank_bytes == [3, 9, 4, 5]
+    gpus = chips("gpu", "NVIDIA H100 80GB HBM3", [7])
+    assert accelerator(gpus)["kind"] == "cuda" and catalog_key("cuda", accelerator(gpus)["name"]) == "h100-sxm"
+    cpus = [SimpleNamespace(platform="cpu", device_kind="cpu", memory_stats=lambda: None)] * 4
+    assert accelerator(cpus)["count"] == 1 and accelerator(cpus)["virtual_devices"] == 4
+    assert memory(cpus).kind == "cpu_peak_rss" and memory(cpus).peak_bytes > 0

@@ -13,7 +13,9 @@ from conftest import TINY, bench, records_in, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
 
-MESH_2X2 = ("--set", "parallel.mesh.tensor=2")  # fsdp: -1 takes the other 2 of 4 devices
+# fsdp: -1 takes the 2 devices of 4 that tensor leaves (padding.yaml's strategy is
+# fsdpv2, tiny.yaml's none: one device; both become the mesh).
+MESH_2X2 = ("--set", "parallel.strategy=mesh", "--set", "parallel.mesh.tensor=2")
 
 
 def new_lengths_after_warmup(record) -> int:
@@ -101,10 +103,11 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     wide = "{hidden_size: 512, intermediate_size: 2048, num_heads: 8, num_kv_heads: 2, head_dim: 64, query_pre_attn_scalar: 64}"
     records = {}
-    for name, extra in (("tiny", []), ("wide", ["--set", f"model.arch={wide}"])):
+    # tiny.yaml's 2 window steps run on the tiny model: one sync after both.
+    for name, extra in (("tiny", []), ("wide", ["--set", f"model.arch={wide}", "--set", "train.window_steps=0"])):
         done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix", *MESH_2X2,
-                     "--results-dir", str(tmp_path / name), "--no-progress", "--set", "train.steps=6",
-                     "--set", "train.window_steps=0", *extra, timeout=900)
+                     "--results-dir", str(tmp_path / name), "--no-progress", "--set", "train.steps=6", *extra,
+                     timeout=900)
         assert done.returncode == 0, done.stderr + done.stdout
         (records[name],) = records_in(tmp_path / name)
     step = {k: statistics.median(measured(r)) for k, r in records.items()}
@@ -115,6 +118,10 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
     assert step_growth > 3, step
     assert dispatch_growth < step_growth / 2, (dispatch, step)
     assert dispatch["wide"] < 0.25 * step["wide"], (dispatch, step)
+    window = records["tiny"]["raw"]["loop"]["window"]
+    assert window["num_steps"] == 2 and len(window["losses"]) == 2 and window["num_compiles"] == 0
+    assert step["tiny"] < window["time_s"] < 6 * step["tiny"]  # two executed steps, not two dispatches
+    assert records["tiny"]["metrics"]["window_tokens_per_s_real"] > 0
 
 
 def test_local_checkpoint_loads_and_matches_the_torch_backend(tmp_path):

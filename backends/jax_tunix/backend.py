@@ -41,29 +41,32 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
         self.compiles.ensure_listening()
-        self.devices = jax.devices()
-        self.mesh = self._mesh(len(self.devices))
+        # parallel.strategy none means one device (spec.py); any sharded strategy means
+        # the mesh, which is how JAX expresses FSDP (fsdp axis) and tensor parallelism.
+        self.devices = jax.devices()[:1] if self.scenario.parallel.strategy == "none" else jax.devices()
+        self.mesh = self._mesh(self.devices)
         self.model, self.config = tunix_model.build(self.scenario, self.mesh)
         self.trainer = None
         return tunix_model.model_facts(self.model, self.config)
 
-    def _mesh(self, devices: int):
+    def _mesh(self, devices: list):
         """fsdp x tp from `parallel.mesh` (-1: the devices left over), as Tunix's sharding
         annotations name the axes. Classic Auto axes: qwix's eager pass breaks on the
         Explicit default (platform-notes.md)."""
-        import jax
         import numpy as np
         from jax.sharding import Mesh
 
+        if len(devices) == 1:
+            return Mesh(np.array(devices).reshape(1, 1), ("fsdp", "tp"))
         spec = self.scenario.parallel.mesh
         if spec.get("data", 1) != 1:
             raise ValueError("parallel.mesh.data: jax-tunix shards data over the fsdp axis; set data to 1")
         tensor = spec.get("tensor", 1)
         fsdp = spec.get("fsdp", -1)
         fsdp = devices // tensor if fsdp == -1 else fsdp
-        if fsdp < 1 or fsdp * tensor != devices:
-            raise ValueError(f"parallel.mesh: fsdp x tensor = {fsdp} x {tensor} does not cover {devices} devices")
-        return Mesh(np.array(jax.devices()).reshape(fsdp, tensor), ("fsdp", "tp"))
+        if fsdp < 1 or fsdp * tensor != len(devices):
+            raise ValueError(f"parallel.mesh: fsdp x tensor = {fsdp} x {tensor} does not cover {len(devices)} devices")
+        return Mesh(np.array(devices).reshape(fsdp, tensor), ("fsdp", "tp"))
 
     def data_parallel_size(self) -> int:
         return self.mesh.shape["fsdp"]  # the trainer splits each micro-batch's rows over fsdp
@@ -131,7 +134,8 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
     def notes(self) -> list[str]:
         mesh = dict(self.mesh.shape)
-        notes = [f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of {self.devices[0].platform} devices",
+        notes = [f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of {self.devices[0].platform} devices"
+                 + (" (parallel.strategy: none)" if self.scenario.parallel.strategy == "none" else ""),
                  "random weights from Tunix's own initialiser: not the same numbers as the PyTorch backends' init"
                  if self.scenario.model.init == "random" else f"weights loaded from {self.scenario.model.path}"]
         targets = set(self.scenario.train.lora.target_modules)
