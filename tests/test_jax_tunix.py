@@ -147,3 +147,57 @@ def test_local_checkpoint_loads_and_matches_the_torch_backend(tmp_path):
         (record,) = records_in(tmp_path / backend)
         first[backend] = record["raw"]["loop"]["steps"][0]["loss"]
     assert first["jax-tunix"] == pytest.approx(first["torch"], abs=1e-3)
+
+
+TUNIX_PARAM_COUNTS = """
+import json, sys
+import jax
+from flax import nnx
+from tunix.models.gemma3 import model as gemma3
+from backends.jax_tunix.model import tunix_config
+from harness.presets import MODEL_PRESETS
+
+counts = {}
+for name in sys.argv[1:]:
+    config = tunix_config(MODEL_PRESETS[name], "bf16", remat=False)
+    shapes = nnx.eval_shape(lambda: gemma3.Gemma3(config, rngs=nnx.Rngs(0)))  # no memory
+    counts[name] = sum(leaf.size for leaf in jax.tree.leaves(nnx.state(shapes)))
+print(json.dumps(counts))
+"""
+
+
+def test_tunix_builds_the_same_architectures_as_transformers():
+    """Every Gemma 3 preset, W3's 27B included, has exactly the parameter count of the
+    transformers model the PyTorch backends build (shapes only, on neither side memory)."""
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+    import json
+    import subprocess
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from backends.hf_common.model import hf_config
+    from harness.presets import MODEL_PRESETS
+    from harness.registry import interpreter_for, worker_env
+
+    names = [n for n, arch in MODEL_PRESETS.items() if arch["family"] == "gemma3"]
+    expected = {}
+    for name in names:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS[name], "eager"))
+        expected[name] = sum(p.numel() for p in model.parameters())
+    done = subprocess.run([interpreter_for("jax-tunix"), "-c", TUNIX_PARAM_COUNTS, *names], capture_output=True,
+                          text=True, env=worker_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+    assert expected["gemma-3-27b"] > 27e9
+
+
+def test_a_model_tunix_cannot_build_is_a_failed_record_naming_the_field(tmp_path):
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+    done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix", "--set", "model.preset=qwen2.5-3b",
+                 "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=600)
+    assert done.returncode == 1
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] == "failed" and "model.preset" in record["failure"]["reason"]
+    assert "Gemma 3" in record["failure"]["reason"]

@@ -63,7 +63,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
             raise ValueError("parallel.mesh.data: jax-tunix shards data over the fsdp axis; set data to 1")
         tensor = spec.get("tensor", 1)
         fsdp = spec.get("fsdp", -1)
-        fsdp = devices // tensor if fsdp == -1 else fsdp
+        fsdp = len(devices) // tensor if fsdp == -1 else fsdp
         if fsdp < 1 or fsdp * tensor != len(devices):
             raise ValueError(f"parallel.mesh: fsdp x tensor = {fsdp} x {tensor} does not cover {len(devices)} devices")
         return Mesh(np.array(devices).reshape(fsdp, tensor), ("fsdp", "tp"))
