@@ -7,12 +7,15 @@ scenario matches `match` (dotted key -> value):
 
 actions: raise (an exception), exit (os._exit(3)), hang (sleep for ever; writes its pid
 to `pid_file` if given), sleep
-(`seconds` more per step: a controlled slowdown for the gate), oom (MemoryError).
+(`seconds` more per step: a controlled slowdown for the gate), oom (MemoryError),
+abort_at_exit (SIGABRT during interpreter teardown, after the run: how a native runtime's
+destructor, gloo's for one, can end a finished worker).
 Nothing happens when the variable is unset: the backend's methods are left untouched.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import time
@@ -54,6 +57,8 @@ def trigger(fault: dict[str, Any]) -> None:
             time.sleep(60)
     if action == "sleep":
         time.sleep(float(fault.get("seconds", 0.1)))
+    if action == "abort_at_exit":
+        atexit.register(os.abort)
 
 
 def arm(backend, scenario) -> None:

@@ -186,7 +186,7 @@ def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Pa
     reported = [f["failure"] for f in [facts, *rank_failures] if f and "failure" in f]
     failure = dict(reported[0]) if reported else {}
     if not failure:
-        failure = {"kind": "killed" if code < 0 else "crash", "reason": _exit_reason(code)}
+        failure = {"kind": "killed" if code < 0 else "crash", "reason": _exit_reason(code, wrote_facts=facts is not None)}
     failure.update(exit_code=code, log_tail=tail)
     return {"failure": failure}
 
@@ -198,11 +198,14 @@ def _read_facts(path: Path) -> dict | None:
         return None
 
 
-def _exit_reason(code: int) -> str:
+def _exit_reason(code: int, wrote_facts: bool) -> str:
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
         hint = " (out of memory, or killed from outside)" if -code == signal.SIGKILL else ""
         return f"worker killed by signal {name}{hint}"
+    if wrote_facts:
+        # e.g. one rank of a torchrun launch crashed after rank 0 had reported
+        return f"the run wrote its facts, but a worker process then exited with status {code} (see log_tail)"
     return f"worker exited with status {code} without writing its facts"
 
 

@@ -156,12 +156,26 @@ def run_job(job_path: str) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the worker without the interpreter's teardown. Its facts are already on disk;
+    what is left is native runtimes' destructors, and those can abort a finished run:
+    gloo's worker threads, still holding tensors after `destroy_process_group`, abort
+    with "terminate called without an active exception" at interpreter exit
+    (pytorch/pytorch#179291), and torchrun then reports the whole run as failed."""
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "probe":
         print(json.dumps(probe(argv[1])))
         return 0
     if len(argv) == 2 and argv[0] == "run":
-        return run_job(argv[1])
+        exit_now(run_job(argv[1]))
     print(__doc__, file=sys.stderr)
     return 2
 

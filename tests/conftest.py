@@ -31,6 +31,13 @@ def records_in(directory: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(Path(directory).glob("*.json"))]
 
 
+def failures_in(directory: Path) -> str:
+    """The failed records' reasons and log tails: what an assertion message needs when
+    a run that should pass did not (the CLI's table shows only 'crash')."""
+    failed = [r["failure"] for r in records_in(directory) if r["status"] != "ok"]
+    return "\n\n".join(f"{f['reason']}\n{f.get('log_tail', '')[-3000:]}" for f in failed)
+
+
 def write_scenario(directory: Path, text: str, name: str = "s.yaml") -> Path:
     path = Path(directory) / name
     path.write_text(text)

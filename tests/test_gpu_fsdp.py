@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
+from conftest import TINY, bench, failures_in, records_in, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ def sharding_runs(tmp_path_factory):
     matrix = "matrix:\n  parallel.sharding: [full_shard, shard_grad_op]\n  train.gradient_checkpointing: [false, true]\n"
     path = write_scenario(tmp, FSDP + matrix)
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp / "r"), *SHORT)
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.returncode == 0, failures_in(tmp / "r") or done.stderr + done.stdout
     return records_in(tmp / "r")
 
 
@@ -63,7 +63,7 @@ def test_torch_compile_recompiles_on_dynamic_shapes_only(tmp_path, shapes):
     path = write_scenario(tmp_path, FSDP + options + "matrix:\n  sequence.padding: [static, dynamic]\n")
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
                  "--set", "train.warmup_steps=1")
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(tmp_path / "r")}
     static, dynamic = by_padding["static"]["metrics"], by_padding["dynamic"]["metrics"]
     assert static["num_compiles"] > 0 and static["num_recompiles"] == 0
@@ -83,7 +83,7 @@ def test_torch_compile_recompiles_on_dynamic_shapes_only(tmp_path, shapes):
 def test_sft_trainer_mode_records_synchronised_contiguous_steps(tmp_path):
     path = write_scenario(tmp_path, TINY + "backend_options:\n  gpu-fsdp: {mode: sft_trainer}\n")
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT)
-    assert done.returncode == 0, done.stderr + done.stdout
+    assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     (record,) = records_in(tmp_path / "r")
     steps = record["raw"]["loop"]["steps"]
     assert len(steps) == 6 and all(s["loss"] is not None and s["loss"] > 0 for s in steps)

@@ -58,6 +58,29 @@ def test_one_raises_one_times_out_one_is_killed_and_the_sweep_goes_on(tmp_path, 
     assert len({crashed["reason"], timed_out["reason"], killed["reason"]}) == 3
 
 
+def test_a_worker_that_would_abort_in_interpreter_teardown_keeps_its_finished_run(tmp_path, results):
+    """Native runtimes can abort at exit after the facts are written (gloo's threads do,
+    pytorch#179291); the worker ends without that teardown, so the run stays ok."""
+    fault = [{"at": "setup", "action": "abort_at_exit"}]
+    path = write_scenario(tmp_path, TINY)
+    done = bench("run", str(path), "--results-dir", str(results), *SHORT, env={"BENCH_FAULTS": json.dumps(fault)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [record] = records_in(results)
+    assert record["status"] == "ok" and record["metrics"]["step_time_s"]["n"] == 2
+
+
+def test_facts_followed_by_a_crashed_process_are_a_failure_that_says_so(tmp_path):
+    from harness.runner import _outcome
+
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({"loop": {}}))
+    failure = _outcome(1, False, None, facts, tmp_path / "log.txt")["failure"]
+    assert failure["kind"] == "crash" and failure["exit_code"] == 1
+    assert "wrote its facts" in failure["reason"]
+    facts.unlink()
+    assert "without writing its facts" in _outcome(1, False, None, facts, tmp_path / "log.txt")["failure"]["reason"]
+
+
 def test_resume_skips_successful_runs_and_force_reruns(tmp_path, results):
     path = str(write_scenario(tmp_path, TINY))
     assert bench("run", path, "--results-dir", str(results), *SHORT).returncode == 0
