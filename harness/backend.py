@@ -156,4 +156,6 @@ class Backend(ABC):
         return run_steps(self)
 
     def teardown(self) -> None:
-        pass
+        """Release what the run holds (process groups, servers). The worker exits without
+        interpreter teardown after this (see `harness.worker.exit_now`), so cleanup that
+        matters belongs here, not in `atexit` handlers."""
