@@ -5,6 +5,12 @@ the harness raw facts only (per-step synchronised times, tokens, loss, compile c
 memory, devices, versions). Statistics, MFU and cost are computed by `harness.metrics`
 and `harness.cost`, the same way for every backend.
 
+A backend executes the run's `harness.plan.Plan` exactly (rows per device, accumulation,
+dtypes, the lr of every step) and says so: it logs what it hands its devices and the lr
+it applies (`self.work`), and reports the dtypes in use and how many devices did
+distinct work (`done`). The runner compares that with the plan. What a backend cannot
+execute it declares in `Capabilities`, so the run is refused before any work.
+
 Most backends implement `setup`, `train_step`, `sync` and the counters, and let the
 harness's `harness.loop.run_steps` time them. A backend whose framework owns the loop
 (a Trainer) overrides `run` and records steps with `harness.loop.StepRecorder`.
@@ -40,6 +46,20 @@ class BackendOptions(BaseModel):
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a backend can execute; a plan asking for more is refused before any work
+    (`harness.plan.refusals`), with one line naming the field."""
+
+    axes: tuple[str, ...] = ()  # mesh axes that may be larger than 1 (data, fsdp, tensor)
+    max_devices: int | None = 1  # None: as many as the host has
+    cpu_devices: bool = False  # can run several (virtual) devices or ranks on a CPU host
+    precisions: tuple[str, ...] = ("fp32", "bf16", "fp16")
+    shardings: tuple[str, ...] = ("full_shard",)  # parallel.sharding values, when fsdp > 1
+    methods: tuple[str, ...] = ("lora", "full")
+    optimizers: tuple[str, ...] = ("adamw", "adafactor", "sgd")
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     """What the registry knows about a backend without importing its framework."""
 
@@ -58,6 +78,7 @@ class BackendInfo:
     # Interpreter arguments that launch the worker module, e.g. torchrun's
     # ["-m", "torch.distributed.run", "--nproc-per-node", "2"]; None: plain python.
     launch: Callable[[Any], list[str]] | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
 
 
 @dataclass
@@ -88,18 +109,49 @@ class CompileStats:
     seconds: float = 0.0
 
 
+class WorkLog:
+    """What a backend really handed its devices in the current step, and the lr it
+    applied: counted from the arrays it feeds (each row once, however many devices
+    hold a copy), never copied from the plan. `take()` ends the step's account."""
+
+    def __init__(self) -> None:
+        self._reset()
+        self.lr: float | None = None
+
+    def _reset(self) -> None:
+        self.rows = self.tokens_real = self.tokens_padded = 0
+
+    def fed(self, attention_mask) -> None:
+        """One forward pass's rows, from the attention mask (a host numpy array, 1 =
+        real token) of exactly the rows handed to the device."""
+        self.rows += int(attention_mask.shape[0])
+        self.tokens_real += int(attention_mask.sum())
+        self.tokens_padded += int(attention_mask.size)
+
+    def applied_lr(self, lr: float) -> None:
+        self.lr = float(lr)
+
+    def take(self) -> tuple[dict[str, int], float | None]:
+        done = {"rows": self.rows, "tokens_real": self.tokens_real, "tokens_padded": self.tokens_padded}
+        lr, self.lr = self.lr, None
+        self._reset()
+        return done, lr
+
+
 class Backend(ABC):
     """One run of one scenario on one framework. Created inside the worker process."""
 
     info: BackendInfo
 
-    def __init__(self, scenario, options: BackendOptions, events) -> None:
+    def __init__(self, scenario, plan, options: BackendOptions, events) -> None:
         self.scenario = scenario
+        self.plan = plan  # harness.plan.Plan: what to execute, exactly
         self.options = options
         self.events = events  # harness.worker.EventSink
-        # harness.data.batches.DataPlan; built by the worker after `setup`, once the
-        # data-parallel size is known.
-        self.plan = None
+        self.work = WorkLog()
+        # harness.data.batches.Batches: every step's micro-batches, cut by the plan;
+        # built by the worker after `setup`.
+        self.batches = None
 
     @classmethod
     @abstractmethod
@@ -137,9 +189,11 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         """Versions of the libraries that shaped the numbers."""
 
-    def data_parallel_size(self) -> int:
-        """Devices that split each micro-batch's rows (for the data plan)."""
-        return 1
+    def done(self) -> dict[str, Any]:
+        """What this run really executed, measured from its tensors: `dtypes` (frozen
+        and trainable parameters, compute = the dtype the base model's matmuls produced,
+        optimizer state) and `distinct_row_shards` (devices that got different rows)."""
+        return {}
 
     def notes(self) -> list[str]:
         """Anything the user should know about how this run was done."""

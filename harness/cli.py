@@ -34,13 +34,32 @@ def cmd_run(args) -> int:
         overrides=dict(parse_override(s) for s in args.set), results_dir=Path(args.results_dir),
         profile=args.profile, interpreters=dict(_key_value(p, "--python") for p in args.python),
         force=args.force, timeout_s=args.timeout, prices_file=args.prices, command=sys.argv,
+        dry_run=args.dry_run,
     )
     result = run_sweep(request, RunProgress(console, enabled=not args.no_progress))
+    if args.dry_run:
+        return _print_plans(result.plans, args.json)
     if result.records:
         console.print(summary_table(result.records))
     if args.json:
         print(json.dumps([{k: v for k, v in r.items() if k != "_path"} for r in result.records], indent=1))
     return 1 if result.failed else 0
+
+
+def _print_plans(resolved, as_json: bool) -> int:
+    """`bench run --dry-run` / `bench plan`: each run's execution plan, nothing run."""
+    if as_json:
+        print(json.dumps([{"variant": run.variant, "repeat": run.repeat,
+                           "plan": plan.model_dump(mode="json") if plan else None} for run, plan in resolved], indent=1))
+        return 0
+    for run, plan in resolved:
+        print(f"{run.scenario.name} [{run.variant}] repeat {run.repeat}:")
+        if plan is None:
+            print("  (no train task: nothing to plan)")
+            continue
+        for name, value in plan.describe():
+            print(f"  {name:<24}{value}")
+    return 0
 
 
 def cmd_backends(args) -> int:
@@ -223,11 +242,7 @@ def _record_field(record: dict, field: str) -> str:
             "accelerator": record["accelerator"]["catalog_key"]}[field]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser("run", help="run a scenario (every matrix cell and repeat) on one backend")
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("scenario")
     run.add_argument("--backend", help="backend name (default: the scenario's, else the best available)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted field")
@@ -241,7 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--prices", help="a prices file laid over the shipped catalog")
     run.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print every run's execution plan (devices, rows, accumulation, dtypes, lr) and run nothing")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario (every matrix cell and repeat) on one backend")
+    _run_arguments(run)
     run.set_defaults(func=cmd_run)
+    plan = sub.add_parser("plan", help="print a scenario's execution plan on a backend, run nothing (run --dry-run)")
+    _run_arguments(plan)
+    plan.set_defaults(func=cmd_run, dry_run=True)
 
     backends = sub.add_parser("backends", help="list backends, whether they can run here, and why not")
     backends.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")

@@ -9,7 +9,9 @@ actions: raise (an exception), exit (os._exit(3)), hang (sleep for ever; writes 
 to `pid_file` if given), sleep
 (`seconds` more per step: a controlled slowdown for the gate), oom (MemoryError),
 abort_at_exit (SIGABRT during interpreter teardown, after the run: how a native runtime's
-destructor, gloo's for one, can end a finished worker).
+destructor, gloo's for one, can end a finished worker), drop_row (the backend is handed
+the step's batch less the last row of its first micro-batch: a backend that silently
+does less work than planned, which the plan check must catch).
 Nothing happens when the variable is unset: the backend's methods are left untouched.
 """
 
@@ -82,7 +84,19 @@ def arm(backend, scenario) -> None:
             if fault.get("at") == "step" and fault.get("step", index) <= index and (
                 fault["action"] == "sleep" or fault.get("step", index) == index
             ):
-                trigger(fault)
+                if fault["action"] == "drop_row":
+                    batch = without_last_row(batch)
+                else:
+                    trigger(fault)
         return step(batch)
 
     backend.setup, backend.train_step = faulty_setup, faulty_step
+
+
+def without_last_row(batch):
+    """The step's batch with the last row of its first micro-batch left out."""
+    from dataclasses import replace
+
+    first, *rest = batch.micro_batches
+    rows = first.input_ids.shape[0]
+    return replace(batch, micro_batches=(first.rows(0, rows - 1), *rest))

@@ -27,7 +27,10 @@ class StepSample:
     seq_lens: list[int]  # every micro-batch's padded length (each is a shape to compile)
     num_compiles: int  # compilations that happened during this step
     compile_s: float
+    rows: int = 0  # rows the plan's batch holds
     loss: float | None = None
+    lr: float | None = None  # the learning rate the backend applied in this step
+    done: dict[str, int] | None = None  # rows and tokens the backend counted feeding its devices
 
 
 @dataclass
@@ -38,6 +41,7 @@ class WindowSample:
     tokens_padded: int
     num_compiles: int
     losses: list[float] = field(default_factory=list)
+    done: dict[str, int] | None = None  # rows and tokens the backend counted feeding its devices
 
 
 @dataclass
@@ -59,7 +63,7 @@ class StepRecorder:
         self.backend = backend
         self.origin = clock_origin
         self.samples: list[StepSample] = []
-        self.warmup_steps = backend.scenario.train.warmup_steps
+        self.warmup_steps = backend.plan.warmup_steps
         self.setup_compiles = backend.compile_stats().count
 
     def begin(self) -> tuple[float, Any]:
@@ -78,23 +82,24 @@ class StepRecorder:
             start_s=start - self.origin, time_s=stop - start,
             tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
             seq_len=max(batch.seq_lens), seq_lens=list(batch.seq_lens), num_compiles=after.count - before.count,
-            compile_s=after.seconds - before.seconds,
+            compile_s=after.seconds - before.seconds, rows=batch.rows,
         )
+        sample.done, sample.lr = self.backend.work.take()
         sample.loss = None if loss is None else self.backend.loss_value(loss)  # after the clock
         self.samples.append(sample)
-        self.backend.events.step(sample, self.backend.scenario.train.steps)
+        self.backend.events.step(sample, self.backend.plan.steps)
         return sample
 
 
 def run_steps(backend) -> LoopResult:
     """Time `train.steps` synchronised steps, then the unsynchronised window."""
-    train = backend.scenario.train
+    plan = backend.plan
     recorder = StepRecorder(backend, backend.events.origin)
-    for batch in backend.plan.steps[: train.steps]:
+    for batch in backend.batches.steps[: plan.steps]:
         begun = recorder.begin()
         loss = backend.train_step(batch)
         recorder.end(begun, batch, loss)
-    window = run_window(backend, backend.plan.steps[train.steps: train.steps + train.window_steps])
+    window = run_window(backend, backend.batches.steps[plan.steps: plan.total_steps])
     return LoopResult(recorder.samples, window, recorder.setup_compiles)
 
 
@@ -108,10 +113,11 @@ def run_window(backend, batches) -> WindowSample | None:
     losses = [backend.train_step(batch) for batch in batches]
     backend.sync()
     elapsed = time.perf_counter() - start
+    done, _ = backend.work.take()
     return WindowSample(
         num_steps=len(batches), time_s=elapsed,
         tokens_real=sum(b.tokens_real for b in batches),
         tokens_padded=sum(b.tokens_padded for b in batches),
         num_compiles=backend.compile_stats().count - before,
-        losses=[backend.loss_value(loss) for loss in losses],
+        losses=[backend.loss_value(loss) for loss in losses], done=done,
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness import cost as cost_model
 from harness import metrics as metric_fns
+from harness import plan as plans
 from harness.accelerators import catalog_key
 from harness.provenance import code_revision, host, utc_iso
 from harness.store import SCHEMA, SCHEMA_VERSION
@@ -38,7 +39,8 @@ def scenario_section(run) -> dict[str, Any]:
 
 
 def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any], *, key: str, started: float,
-                 finished: float, catalog: dict[str, Any], command: list[str], task: str = "train") -> dict[str, Any]:
+                 finished: float, catalog: dict[str, Any], command: list[str], task: str = "train",
+                 plan=None) -> dict[str, Any]:
     """`outcome` is {"facts": ...} for a finished worker or {"failure": ...} otherwise."""
     facts = outcome.get("facts")
     failure = outcome.get("failure")
@@ -53,8 +55,11 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
         "accelerator": accelerator,
         "provenance": {**code_revision(), **host(), "started_at": utc_iso(started), "finished_at": utc_iso(finished),
                        "command": command, "libraries": (facts or {}).get("versions", {})},
+        "plan": plan.model_dump(mode="json") if plan is not None else None,
         "raw": facts, "metrics": None, "cost": None,
     }
+    if failure is None and facts is not None and plan is not None:
+        failure = plan_failure(plan, facts)
     if failure is None and facts is not None:
         fill = _fill_serving_metrics if task == "serve" else _fill_metrics
         failure = fill(record, run, catalog)
@@ -62,6 +67,18 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
         record["status"] = "failed"
         record["failure"] = failure
     return record
+
+
+def plan_failure(plan, facts: dict[str, Any]) -> dict[str, Any] | None:
+    """A failure when the backend's account of what it did differs from the plan: its
+    figures would describe other work than the scenario's, so none are reported."""
+    loop = facts["loop"]
+    found = plans.differences(plan, loop["steps"], loop.get("window"), facts.get("done"))
+    if not found:
+        return None
+    shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+    return {"kind": "plan_mismatch", "reason": f"the backend did not execute the plan: {shown}",
+            "differences": found}
 
 
 def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:

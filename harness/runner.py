@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import plan as plans
 from harness import registry
 from harness.cost import load_catalog
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
@@ -43,12 +44,14 @@ class RunRequest:
     timeout_s: float | None = None
     prices_file: str | None = None
     command: list[str] = field(default_factory=list)
+    dry_run: bool = False  # resolve and print every run's plan; run nothing
 
 
 @dataclass
 class SweepResult:
     records: list[dict[str, Any]]
     skipped: list[ResolvedRun]
+    plans: list[tuple[ResolvedRun, "plans.Plan | None"]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -71,12 +74,17 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
     for run in runs:
         registry.validate_backend_options(run.scenario, request.scenario_path)
+    # Every run's plan before any work: a scenario this backend cannot execute exactly
+    # is refused now (exit 2, one line), not an hour into a sweep.
+    resolved = [(run, plan_of(run, chosen, request.scenario_path)) for run in runs]
+    if request.dry_run:
+        return SweepResult([], [], resolved)
     catalog = load_catalog(request.prices_file)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     done = set() if request.force else successful_run_keys(request.results_dir)
     records, skipped = [], []
-    jobs = [(run, task) for run in runs for task in tasks_of(run.scenario)]
-    for number, (run, task) in enumerate(jobs, 1):
+    jobs = [(run, plan, task) for run, plan in resolved for task in tasks_of(run.scenario)]
+    for number, (run, plan, task) in enumerate(jobs, 1):
         backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
         if key in done:
@@ -85,27 +93,46 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
             continue
         progress.start(run, number, len(jobs), chosen, task)
         started = time.time()
-        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event, task)
+        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event, task,
+                              plan=plan)
         record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
-                              finished=time.time(), catalog=catalog, command=request.command, task=task)
+                              finished=time.time(), catalog=catalog, command=request.command, task=task,
+                              plan=plan if task == "train" else None)
         record["_path"] = str(write_record(request.results_dir, record))
         progress.finish(record)
         records.append(record)
     return SweepResult(records, skipped)
 
 
+def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":
+    """The run's execution plan on the chosen backend and its devices (None when the run
+    trains nothing); a SpecError naming the field when the backend cannot execute it."""
+    if "train" not in tasks_of(run.scenario):
+        return None
+    info = registry.get(chosen.name)
+    probe = chosen.probe
+    return plans.resolve(run.scenario, probe.device_kind, probe.device_count, info.capabilities,
+                         _where(source, run))
+
+
+def _where(source: str, run: ResolvedRun) -> str:
+    parts = [f"{k}={v}" for k, v in {**run.cell, **run.overrides}.items()]
+    return f"{source} [{', '.join(parts)}]" if parts else source
+
+
 # --------------------------------------------------------------------------- one worker
 def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None],
-                task: str = "train") -> dict:
+                task: str = "train", plan=None) -> dict:
     """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
     info = registry.get(chosen.name)
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         job_path, facts_path, log_path, events_path = (
             Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl"))
         job = {"backend": chosen.name, "task": task, "scenario": run.scenario.model_dump(mode="json"),
+               "plan": plan.model_dump(mode="json") if plan is not None else None,
                "facts_path": str(facts_path)}
         job_path.write_text(json.dumps(job))
-        launch = info.launch(run.scenario) if info.launch and task == "train" else []
+        launch = info.launch(plan) if info.launch and task == "train" else []
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],

@@ -158,10 +158,20 @@ class OptimizerSpec(Section):
 
 
 class ScheduleSpec(Section):
+    # One implementation for every backend (harness.plan.learning_rates): Hugging Face's
+    # formulas, the lr of optimizer step k being the schedule's value at k.
     name: Literal["constant", "linear", "cosine", "cosine_with_restarts"] = "cosine"
     # Learning-rate warm-up as a fraction of the steps (W4: 10%). Not the benchmark's
     # warm-up steps, which are `train.warmup_steps`.
     warmup_ratio: float = Field(0.0, ge=0, le=1)
+    # cosine_with_restarts: how many cosine cycles (hard restarts) over the steps.
+    cycles: int = Field(1, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _cycles_for_restarts(self) -> "ScheduleSpec":
+        if self.cycles != 1 and self.name != "cosine_with_restarts":
+            raise ValueError(f"cycles: only cosine_with_restarts has cycles (name is {self.name})")
+        return self
 
 
 class TrainSpec(Section):
@@ -170,14 +180,16 @@ class TrainSpec(Section):
     optimizer: OptimizerSpec = OptimizerSpec()
     schedule: ScheduleSpec = ScheduleSpec()
     grad_clip: float | None = Field(1.0, gt=0)
-    # Samples per optimizer step, across all devices; micro_batch is per device per
-    # forward pass. Gradient accumulation = global / (micro x data-parallel devices).
+    # Rows (samples) per optimizer step, across all devices; micro_batch is rows per
+    # data-parallel shard (per device when tensor = 1) per forward pass. Gradient
+    # accumulation = global / (micro x data-parallel shards), shards = fsdp x data.
     global_batch: PositiveInt = 8
     micro_batch: PositiveInt = 8
     steps: PositiveInt = 20
     # Benchmark warm-up: the first steps (compilation, allocator warm-up) are timed and
-    # kept, but excluded from step-time statistics.
-    warmup_steps: int = Field(2, ge=0)
+    # kept, but excluded from step-time statistics. At least one: the first step always
+    # compiles or warms something, and must never count as a measured (re)compile.
+    warmup_steps: int = Field(2, ge=1)
     # Extra steps after the measured ones, synchronised once at the end: what per-step
     # synchronisation costs (metrics.md, window_throughput). 0 = skip.
     window_steps: int = Field(0, ge=0)
@@ -201,20 +213,52 @@ class TrainSpec(Section):
 
 
 # --------------------------------------------------------------------------- parallel
-class MixedPrecisionSpec(Section):
-    param_dtype: Literal["fp32", "bf16", "fp16"] = "bf16"
-    reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+# Keys of the old, implementation-named parallel section, and what replaced them.
+_REMOVED_PARALLEL_KEYS = {
+    "strategy": "state degrees instead: parallel.devices, fsdp, tensor, data (each backend maps them)",
+    "mesh": "the axis sizes are parallel.fsdp, parallel.tensor and parallel.data",
+    "num_processes": "use parallel.devices (gpu-fsdp starts one process per device)",
+    "mixed_precision": "train.precision sets the whole precision policy (see `bench plan`)",
+}
 
 
 class ParallelSpec(Section):
-    # none: one device. fsdp: PyTorch FSDP2 (GPU). fsdpv2: PyTorch/XLA SPMD FSDPv2.
-    # mesh: JAX / XLA SPMD mesh. Backends refuse strategies they do not implement.
-    strategy: Literal["none", "fsdp", "fsdpv2", "mesh"] = "none"
-    # Mesh axis sizes; -1 takes all remaining devices.
-    mesh: dict[Literal["fsdp", "tensor", "data"], int] = Field(default_factory=lambda: {"fsdp": -1, "tensor": 1})
+    """How many devices, and the sharding degrees over them: what, never how. Every
+    backend maps the same degrees to its own mechanism (FSDP2, SPMD FSDPv2, a JAX mesh)
+    or refuses the run before any work, naming the field."""
+
+    # Devices the run uses: a number, or `all` of this host's accelerators (one on a
+    # CPU). On a CPU, backends that can (XLA, JAX, gloo ranks) run N virtual devices.
+    devices: PositiveInt | Literal["all"] = 1
+    # Axis sizes; their product is `devices`; -1 on one axis takes the devices left over.
+    # fsdp: rows split AND parameters, gradients and optimizer state sharded (ZeRO-3);
+    # data: rows split, everything replicated; tensor: each layer's matmuls split.
+    fsdp: int = Field(-1, ge=-1)
+    tensor: int = Field(1, ge=-1)
+    data: int = Field(1, ge=-1)
+    # full_shard: parameters re-sharded after forward (ZeRO-3); shard_grad_op: kept
+    # gathered until backward (ZeRO-2). Meaningful where the fsdp axis is > 1.
     sharding: Literal["full_shard", "shard_grad_op"] = "full_shard"
-    mixed_precision: MixedPrecisionSpec | None = None
-    num_processes: PositiveInt = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, instead in _REMOVED_PARALLEL_KEYS.items():
+                if key in data:
+                    raise ValueError(f"{key}: no longer a field: {instead}")
+        return data
+
+    @model_validator(mode="after")
+    def _one_rest_axis(self) -> "ParallelSpec":
+        axes = {"fsdp": self.fsdp, "tensor": self.tensor, "data": self.data}
+        rest = [name for name, size in axes.items() if size == -1]
+        if len(rest) > 1:
+            raise ValueError(f"{rest[1]}: only one axis may be -1 (the rest); {', '.join(rest)} are")
+        for name, size in axes.items():
+            if size == 0:
+                raise ValueError(f"{name}: an axis size is >= 1, or -1 for the rest")
+        return self
 
 
 # --------------------------------------------------------------------------- cost, budgets

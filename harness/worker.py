@@ -81,7 +81,8 @@ def _watch_parent() -> None:
 def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     """Run the job's backend; return the raw facts (no statistics: the parent's job)."""
     from harness import faults
-    from harness.data.batches import build_plan
+    from harness.data.batches import build_batches
+    from harness.plan import Plan
     from harness.registry import get, options_for
     from harness.spec import Scenario
 
@@ -92,21 +93,23 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
 
         return execute_serve(scenario, events)
     info = get(job["backend"])
-    backend = info.load()(scenario, options_for(info, scenario), events)
+    plan = Plan.model_validate(job["plan"])
+    backend = info.load()(scenario, plan, options_for(info, scenario), events)
     faults.arm(backend, scenario)
     events.phase("setup")
     model = backend.setup()
     setup_s = time.perf_counter() - events.origin
     events.phase("data")
-    backend.plan = build_plan(scenario, backend.data_parallel_size())
-    _check_vocab(backend.plan.tokenizer.vocab_size, model.vocab_size)
+    backend.batches = build_batches(scenario, plan.rows_per_forward)
+    _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
     events.phase("steps")
     loop = backend.run()
     facts = {
         "started_at": started_at, "setup_s": setup_s, "model": asdict(model),
-        "data": backend.plan.description, "loop": loop.to_json(),
+        "data": backend.batches.description, "loop": loop.to_json(),
         "memory": asdict(backend.memory()), "accelerator": backend.accelerator(),
         "versions": backend.versions(), "notes": backend.notes(), "extra": backend.extra_facts(),
+        "done": {**backend.done(), "trainable_params": model.num_trainable_params},
     }
     backend.teardown()
     facts["wall_s"] = time.perf_counter() - events.origin

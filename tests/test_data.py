@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from conftest import TINY, write_scenario
-from harness.data.batches import IGNORE_INDEX, build_plan
+from harness.data.batches import IGNORE_INDEX, build_batches
 from harness.data.function_calling import generate
 from harness.loader import resolve_runs
 
@@ -29,7 +29,7 @@ def test_generator_is_deterministic_and_covers_every_kind():
 
 
 def test_loss_is_taken_on_assistant_tokens_only(tmp_path):
-    plan = build_plan(scenario(tmp_path))
+    plan = build_batches(scenario(tmp_path))
     micro = plan.steps[0].micro_batches[0]
     row_ids, row_labels = micro.input_ids[0], micro.labels[0]
     trained = row_ids[row_labels != IGNORE_INDEX]
@@ -40,8 +40,8 @@ def test_loss_is_taken_on_assistant_tokens_only(tmp_path):
 
 
 def test_static_and_dynamic_padding_see_the_same_real_tokens(tmp_path):
-    static = build_plan(scenario(tmp_path, **{"sequence.padding": "static"}))
-    dynamic = build_plan(scenario(tmp_path, **{"sequence.padding": "dynamic"}))
+    static = build_batches(scenario(tmp_path, **{"sequence.padding": "static"}))
+    dynamic = build_batches(scenario(tmp_path, **{"sequence.padding": "dynamic"}))
     max_length = 512
     for s, d in zip(static.steps, dynamic.steps):
         assert s.tokens_real == d.tokens_real
@@ -53,13 +53,13 @@ def test_static_and_dynamic_padding_see_the_same_real_tokens(tmp_path):
 
 
 def test_bucketed_padding_uses_only_the_buckets(tmp_path):
-    plan = build_plan(scenario(tmp_path, **{"sequence.padding": "bucketed", "sequence.buckets": [128, 256, 512]}))
+    plan = build_batches(scenario(tmp_path, **{"sequence.padding": "bucketed", "sequence.buckets": [128, 256, 512]}))
     lengths = {n for step in plan.steps for n in step.seq_lens}
     assert lengths <= {128, 256, 512}
 
 
 def test_gradient_accumulation_splits_the_global_batch(tmp_path):
-    plan = build_plan(scenario(tmp_path, **{"train.global_batch": 8, "train.micro_batch": 2}))
+    plan = build_batches(scenario(tmp_path, **{"train.global_batch": 8, "train.micro_batch": 2}))
     assert plan.description["grad_accum"] == 4
     assert all(m.input_ids.shape[0] == 2 for m in plan.steps[0].micro_batches)
     counted = sum(int((m.labels[:, 1:] != IGNORE_INDEX).sum()) for m in plan.steps[0].micro_batches)
@@ -67,7 +67,7 @@ def test_gradient_accumulation_splits_the_global_batch(tmp_path):
 
 
 def test_truncation_keeps_the_trained_answer(tmp_path):
-    plan = build_plan(scenario(tmp_path, **{"sequence.max_length": 96}))
+    plan = build_batches(scenario(tmp_path, **{"sequence.max_length": 96}))
     assert plan.description["num_truncated"] > 0
     for step in plan.steps:
         for m in step.micro_batches:
@@ -80,12 +80,12 @@ def test_jsonl_source_with_tools_as_a_json_string(tmp_path):
              "tools": json.dumps([{"name": "get_steps", "parameters": {}}])} for i in range(8)]
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
-    plan = build_plan(scenario(tmp_path, **{"data.source": "jsonl", "data.path": str(data)}))
+    plan = build_batches(scenario(tmp_path, **{"data.source": "jsonl", "data.path": str(data)}))
     assert plan.description["num_examples"] == 8
     first = plan.tokenizer.tokenizer.decode(plan.steps[0].micro_batches[0].input_ids[0].tolist(), skip_special_tokens=False)
     assert "get_steps" in first and "developer" in first  # tools listed in a developer turn
 
 
 def test_same_seed_same_batches(tmp_path):
-    a, b = build_plan(scenario(tmp_path)), build_plan(scenario(tmp_path))
+    a, b = build_batches(scenario(tmp_path)), build_batches(scenario(tmp_path))
     assert all(np.array_equal(x.micro_batches[0].input_ids, y.micro_batches[0].input_ids) for x, y in zip(a.steps, b.steps))

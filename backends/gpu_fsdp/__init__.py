@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.backend import BackendInfo, BackendOptions
+from harness.backend import BackendInfo, BackendOptions, Capabilities
 
 
 class FsdpOptions(BackendOptions):
@@ -22,8 +22,9 @@ class FsdpOptions(BackendOptions):
     compile_shapes: Literal["auto", "static", "dynamic"] = "auto"
 
 
-def _launch(scenario) -> list[str]:
-    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(scenario.parallel.num_processes)]
+def _launch(plan) -> list[str]:
+    """One process per device of the plan (a GPU each; gloo ranks on a CPU)."""
+    return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.devices)]
 
 
 def _load():
@@ -42,4 +43,7 @@ BACKEND_INFO = BackendInfo(
     priority=25,
     env={"USE_TORCH_XLA": "0"},
     launch=_launch,
+    # fsdp: FSDP2 over the fsdp axis; data with fsdp: HSDP (replicated across data).
+    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True,
+                              shardings=("full_shard", "shard_grad_op")),
 )

@@ -16,6 +16,11 @@ from harness.backend import ModelFacts
 from harness.data.batches import IGNORE_INDEX
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def dtype_name(dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 
 
 def hf_config(arch: dict[str, Any], attention: str):
@@ -101,10 +106,40 @@ def model_facts(model: torch.nn.Module) -> ModelFacts:
     )
 
 
-def build_optimizer(model: torch.nn.Module, scenario):
-    """The scenario's optimizer over trainable parameters, and its LR schedule."""
-    from transformers import get_scheduler
+def cast_to_plan(model: torch.nn.Module, precision) -> torch.nn.Module:
+    """Each parameter stored in the plan's dtype for its kind: frozen weights in
+    `frozen_params`, trained ones in `trainable_params` (the fp32 master copy)."""
+    for p in model.parameters():
+        name = precision.trainable_params if p.requires_grad else precision.frozen_params
+        p.data = p.data.to(DTYPES[name])
+    for b in model.buffers():  # e.g. rotary inverse frequencies: computed in fp32
+        if b.is_floating_point() and b.dtype != torch.float32:
+            b.data = b.data.float()
+    return model
 
+
+def parameter_dtypes(model: torch.nn.Module) -> dict[str, str]:
+    """The dtypes the parameters are really stored in, by kind (several joined by '+')."""
+    kinds: dict[str, set[str]] = {"frozen_params": set(), "trainable_params": set()}
+    for p in model.parameters():
+        local = p.to_local() if hasattr(p, "to_local") else p
+        kinds["trainable_params" if p.requires_grad else "frozen_params"].add(dtype_name(local.dtype))
+    return {kind: "+".join(sorted(names)) for kind, names in kinds.items() if names}
+
+
+def optimizer_state_dtype(optimizer) -> str | None:
+    """The dtype of the optimizer's state tensors (moments), once a step has made them."""
+    names = set()
+    for state in optimizer.state.values():
+        for value in state.values():
+            if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
+                local = value.to_local() if hasattr(value, "to_local") else value
+                names.add(dtype_name(local.dtype))
+    return "+".join(sorted(names)) or None
+
+
+def build_optimizer(model: torch.nn.Module, scenario):
+    """The scenario's optimizer over trainable parameters (the plan sets its lr)."""
     opt, train = scenario.train.optimizer, scenario.train
     params = [p for p in model.parameters() if p.requires_grad]
     if opt.name == "adamw":
@@ -116,19 +151,34 @@ def build_optimizer(model: torch.nn.Module, scenario):
                               warmup_init=False, weight_decay=opt.weight_decay)
     else:
         optimizer = torch.optim.SGD(params, lr=opt.lr, weight_decay=opt.weight_decay)
-    total = train.steps + train.window_steps
-    schedule = get_scheduler(train.schedule.name, optimizer,
-                             num_warmup_steps=int(train.schedule.warmup_ratio * total), num_training_steps=total)
-    return optimizer, schedule
+    return optimizer
 
 
-def optimizer_step(model: torch.nn.Module, optimizer, schedule, clip: float | None) -> None:
-    """Clip the global gradient norm, step the optimizer and the schedule, clear grads."""
-    if clip:
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad(set_to_none=True)
+class PlannedSteps:
+    """Optimizer steps at the plan's learning rates: before step k every parameter group
+    gets `plan.lr[k]` (the one schedule implementation, harness.plan), and the backend's
+    work log records the lr applied."""
+
+    def __init__(self, optimizer, plan, work) -> None:
+        self.optimizer, self.plan, self.work = optimizer, plan, work
+        self.index = 0
+
+    def set_lr(self) -> float:
+        lr = self.plan.lr[min(self.index, len(self.plan.lr) - 1)]
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.work.applied_lr(lr)
+        self.index += 1
+        return lr
+
+    def step(self, model: torch.nn.Module, clip: float | None, keep_grads: bool = False) -> None:
+        """Clip the global gradient norm, step at the plan's lr, clear the gradients
+        (zeroed in place with `keep_grads`, so a compiled graph sees the same inputs)."""
+        self.set_lr()
+        if clip:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=not keep_grads)
 
 
 def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

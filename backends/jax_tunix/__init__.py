@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.backend import BackendInfo, BackendOptions
+from harness.backend import BackendInfo, BackendOptions, Capabilities
 
 
 class JaxTunixOptions(BackendOptions):
-    # Virtual JAX devices on the CPU (tests, laptops); ignored on a TPU or GPU.
-    cpu_devices: int = Field(4, ge=1)
     # Tunix's `max_inflight_computations`: how many micro-batch steps the trainer lets run
     # ahead of the host. Per-step timing syncs at every step boundary regardless.
     max_inflight_steps: int = Field(2, ge=1)
@@ -30,4 +28,6 @@ BACKEND_INFO = BackendInfo(
     options=JaxTunixOptions,
     load=_load,
     priority=20,
+    # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp.
+    capabilities=Capabilities(axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True),
 )

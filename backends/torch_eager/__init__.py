@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.backend import BackendInfo, BackendOptions
+from harness.backend import BackendInfo, BackendOptions, Capabilities
 
 
 class TorchOptions(BackendOptions):
@@ -32,4 +32,5 @@ BACKEND_INFO = BackendInfo(
     load=_load,
     priority=0,
     env={"USE_TORCH_XLA": "0"},
+    capabilities=Capabilities(axes=(), max_devices=1),  # one device, no parallelism
 )

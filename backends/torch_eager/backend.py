@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from backends.hf_common.model import (
-    DTYPES, apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
+    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
 )
 from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
@@ -28,17 +29,21 @@ class TorchBackend(Backend):
         self.device = self._device()
         if self.options.cpu_threads:
             torch.set_num_threads(self.options.cpu_threads)
-        precision = self.scenario.train.precision
-        if precision == "fp16" and self.device.type != "cuda":
+        precision = self.plan.precision
+        if precision.name == "fp16" and self.device.type != "cuda":
             raise ValueError("train.precision: fp16 needs a CUDA device on the torch backend; use fp32 or bf16")
         model = apply_lora(build_model(self.scenario), self.scenario)
-        if self.scenario.train.gradient_checkpointing:
+        if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model = self._cast(model, DTYPES[precision]).to(self.device)
+        self.model = cast_to_plan(model, precision).to(self.device)
         # Created after the cast and the move: the optimizer holds the final tensors.
-        self.optimizer, self.schedule = build_optimizer(self.model, self.scenario)
-        self.autocast_dtype = None if precision == "fp32" else DTYPES[precision]
-        self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+        self.optimizer = build_optimizer(self.model, self.scenario)
+        self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
+        # Autocast runs the matmuls in the compute dtype (the trained fp32 master
+        # weights included), the way AMP training does.
+        self.autocast_dtype = None if precision.compute == "fp32" else DTYPES[precision.compute]
+        self.compute_dtype = None  # measured: the dtype the first forward's logits came out in
+        self.scaler = torch.amp.GradScaler("cuda") if precision.name == "fp16" else None
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         return model_facts(self.model)
@@ -48,15 +53,6 @@ class TorchBackend(Backend):
         if wanted == "cuda" or (wanted == "auto" and torch.cuda.is_available()):
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
-
-    @staticmethod
-    def _cast(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-        """Frozen weights in the compute dtype; trainable ones stay fp32 (master weights)."""
-        if dtype == torch.float32:
-            return model.float()
-        for p in model.parameters():
-            p.data = p.data.to(torch.float32 if p.requires_grad else dtype)
-        return model
 
     def _autocast(self):
         if self.autocast_dtype is None:
@@ -70,8 +66,10 @@ class TorchBackend(Backend):
         for micro in batch.micro_batches:
             ids, mask, labels = (torch.from_numpy(a).to(self.device, non_blocking=True)
                                  for a in (micro.input_ids, micro.attention_mask, micro.labels))
+            self.work.fed(micro.attention_mask)
             with self._autocast():
                 logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            self.compute_dtype = self.compute_dtype or logits.dtype
             loss = token_loss_sum(logits, labels) / normaliser
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
@@ -80,16 +78,16 @@ class TorchBackend(Backend):
 
     def _optimizer_step(self) -> None:
         if self.scaler is None:
-            optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
+            self.steps.step(self.model, self.scenario.train.grad_clip)
             return
         # fp16: unscale before clipping, and let the scaler skip steps with inf gradients.
+        self.steps.set_lr()
         self.scaler.unscale_(self.optimizer)
         if self.scenario.train.grad_clip:
             torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
                                            self.scenario.train.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
 
     def sync(self) -> None:
@@ -99,6 +97,11 @@ class TorchBackend(Backend):
 
     def loss_value(self, loss: torch.Tensor) -> float:
         return float(loss.item())
+
+    def done(self) -> dict[str, Any]:
+        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
+                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
+        return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": 1}
 
     def memory(self) -> MemoryFacts:
         if self.device.type == "cuda":

@@ -5,12 +5,11 @@ JAX rewrite."""
 
 from __future__ import annotations
 
-from harness.backend import BackendInfo, BackendOptions
+from harness.backend import BackendInfo, BackendOptions, Capabilities
 
 
 class TorchaxOptions(BackendOptions):
-    # Virtual JAX devices on the CPU (tests, laptops); ignored on a TPU or GPU.
-    cpu_devices: int = 4
+    """No options: the plan says everything (on a CPU, parallel.devices virtual devices)."""
 
 
 def _load():
@@ -27,4 +26,8 @@ BACKEND_INFO = BackendInfo(
     options=TorchaxOptions,
     load=_load,
     priority=10,
+    # A (data, fsdp) mesh: rows split over both axes, weights sharded over fsdp. bf16
+    # for LoRA only: torchax has no autocast to run a full fine-tune's fp32 master
+    # weights in bf16.
+    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True),
 )

@@ -8,12 +8,11 @@ counted from torch_xla's metrics and attributed to steps.
 
 from __future__ import annotations
 
-from harness.backend import BackendInfo, BackendOptions
+from harness.backend import BackendInfo, BackendOptions, Capabilities
 
 
 class XlaOptions(BackendOptions):
-    # Virtual devices when PJRT runs on the CPU (tests, laptops); ignored on a TPU.
-    cpu_devices: int = 4
+    """No options: the plan says everything (on a CPU, parallel.devices virtual devices)."""
 
 
 def _load():
@@ -30,4 +29,7 @@ BACKEND_INFO = BackendInfo(
     options=XlaOptions,
     load=_load,
     priority=30,
+    # FSDPv2 shards parameters and rows over the fsdp axis; the compiler decides when
+    # gathered weights are freed, so there is no shard_grad_op to choose.
+    capabilities=Capabilities(axes=("fsdp",), max_devices=None, cpu_devices=True),
 )

@@ -63,12 +63,18 @@ class StepBatch:
         return sum(m.tokens_padded for m in self.micro_batches)
 
     @property
+    def rows(self) -> int:
+        return sum(int(m.input_ids.shape[0]) for m in self.micro_batches)
+
+    @property
     def seq_lens(self) -> tuple[int, ...]:
         return tuple(m.seq_len for m in self.micro_batches)
 
 
 @dataclass
-class DataPlan:
+class Batches:
+    """Every step's batch of a run, and the tokenizer that made them."""
+
     steps: list[StepBatch]
     tokenizer: TokenizerHandle
     description: dict[str, Any] = field(default_factory=dict)
@@ -145,14 +151,15 @@ def collate(rows: list[tuple[list[int], list[bool]]], length: int, pad_id: int) 
     return MicroBatch(ids, mask, labels)
 
 
-def build_plan(scenario: Scenario, data_parallel: int = 1) -> DataPlan:
-    """Batches for every step the run takes (warm-up, measured and window steps)."""
+def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Batches:
+    """Batches for every step the run takes (warm-up, measured and window steps). Each
+    step is cut into forward passes of `rows_per_forward` rows (the plan's micro_batch x
+    data-parallel shards; micro_batch when not given), each padded on its own."""
     train = scenario.train
-    rows_per_chunk = train.micro_batch * data_parallel
+    rows_per_chunk = rows_per_forward or train.micro_batch
     if train.global_batch % rows_per_chunk:
         raise ValueError(
-            f"train.global_batch: {train.global_batch} is not a multiple of micro_batch x "
-            f"data-parallel devices ({train.micro_batch} x {data_parallel})"
+            f"train.global_batch: {train.global_batch} is not a multiple of the {rows_per_chunk} rows per forward pass"
         )
     tok = scenario.data.tokenizer
     handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
@@ -167,8 +174,8 @@ def build_plan(scenario: Scenario, data_parallel: int = 1) -> DataPlan:
         )
         steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))
     description = {"num_examples": len(encoded), "num_truncated": truncated, "tokenizer": handle.description,
-                   "data_parallel": data_parallel, "grad_accum": len(steps[0].micro_batches)}
-    return DataPlan(steps, handle, description)
+                   "rows_per_forward": rows_per_chunk, "grad_accum": len(steps[0].micro_batches)}
+    return Batches(steps, handle, description)
 
 
 def _sample_order(num_examples: int, needed: int, seed: int) -> list[int]:
