@@ -1,9 +1,11 @@
 """FSDP2 over torchrun ranks. Every rank runs this; rank 0 reports.
 
 Parallelism is applied in a fixed order (torchtitan's habit): LoRA, activation
-checkpointing, `fully_shard` per decoder layer, then the root, then torch.compile. Each
-rank feeds its share of every micro-batch's rows; the loss is the same token-weighted sum
-as the single-process backend, so their loss curves must agree.
+checkpointing, `fully_shard` per decoder layer, then the root, then torch.compile. The
+plan's micro_batch is per rank: every forward pass of the plan holds micro_batch x ranks
+rows and rank r takes rows [r*micro, (r+1)*micro). The loss is the same token-weighted
+sum as the single-process backend, so their loss curves must agree. With a data axis
+the mesh is 2-D (data x fsdp): HSDP, replicated across data, sharded within fsdp.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import torch
 import torch.distributed as dist
 
 from backends.hf_common.model import (
-    DTYPES, apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
+    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
 )
 from harness.provenance import cpu_name
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
@@ -34,15 +37,21 @@ class FsdpBackend(Backend):
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
         self.rank, self.world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+        if self.world != self.plan.devices:
+            raise RuntimeError(f"launched {self.world} ranks for a plan of {self.plan.devices} devices")
         self.device = self._device()
         dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
         model = apply_lora(build_model(self.scenario), self.scenario)  # same seed on every rank
+        self.compute_dtype = None  # measured: the dtype of the first forward's logits
+        self.compile_events = 0
+        self.fingerprints: list[int] = []  # of the rows this rank fed: distinct work, checked
         if self.options.mode == "sft_trainer":
             return self._setup_for_trainer(model)
-        if self.scenario.train.gradient_checkpointing:
+        if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model = self._shard(model.float().to(self.device))
-        self.optimizer, self.schedule = build_optimizer(self.model, self.scenario)
+        self.model = self._shard(cast_to_plan(model, self.plan.precision).to(self.device))
+        self.optimizer = build_optimizer(self.model, self.scenario)
+        self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
         facts = model_facts(self.model)  # DTensor numel is the global size
         if self.options.compile:
             self._compile()
@@ -54,10 +63,17 @@ class FsdpBackend(Backend):
         """The Trainer builds its own optimizer and schedule from the scenario's values."""
         if self.world > 1:
             raise ValueError("backend_options.gpu-fsdp.mode: sft_trainer runs on one process in this version "
-                             "(parallel.num_processes must be 1)")
+                             "(parallel.devices must be 1)")
         if self.options.compile:
             raise ValueError("backend_options.gpu-fsdp.compile: not supported with mode sft_trainer")
-        self.model = model.float().to(self.device)
+        if self.plan.window_steps:
+            raise ValueError("train.window_steps: the sft_trainer mode syncs at every step boundary (its "
+                             "callbacks); it has no unsynchronised window: set it to 0")
+        if self.plan.precision.name != "fp32":
+            raise ValueError(f"train.precision: {self.plan.precision.name} in mode sft_trainer would be the "
+                             "Trainer's autocast over fp32 weights, not the plan's policy: use mode loop")
+        self.model = cast_to_plan(model, self.plan.precision).to(self.device)
+        self.optimizer = build_optimizer(self.model, self.scenario)
         self.num_sharded_layers = 0
         return model_facts(self.model)
 
@@ -69,14 +85,12 @@ class FsdpBackend(Backend):
         return torch.device("cpu")
 
     def _mixed_precision(self):
+        """FSDP2 casts the gathered parameters to the plan's compute dtype for forward and
+        backward, and reduce-scatters gradients in its grad-reduce dtype."""
         from torch.distributed.fsdp import MixedPrecisionPolicy
 
-        spec, precision = self.scenario.parallel.mixed_precision, self.scenario.train.precision
-        if spec is not None:
-            return MixedPrecisionPolicy(param_dtype=DTYPES[spec.param_dtype], reduce_dtype=DTYPES[spec.reduce_dtype])
-        if precision != "fp32":
-            return MixedPrecisionPolicy(param_dtype=DTYPES[precision], reduce_dtype=torch.float32)
-        return MixedPrecisionPolicy()
+        precision = self.plan.precision
+        return MixedPrecisionPolicy(param_dtype=DTYPES[precision.compute], reduce_dtype=DTYPES[precision.grad_reduce])
 
     def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
         """fully_shard each decoder layer, then the root. full_shard frees the gathered
@@ -84,8 +98,10 @@ class FsdpBackend(Backend):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh(self.device.type, (self.world,))
-        reshard = self.scenario.parallel.sharding == "full_shard"
+        data, fsdp = self.plan.mesh["data"], self.plan.mesh["fsdp"]
+        mesh = (init_device_mesh(self.device.type, (data, fsdp), mesh_dim_names=("data", "fsdp")) if data > 1
+                else init_device_mesh(self.device.type, (fsdp,), mesh_dim_names=("fsdp",)))
+        reshard = self.plan.sharding == "full_shard"
         policy = self._mixed_precision()
         layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
         for layer in layers:
@@ -105,7 +121,9 @@ class FsdpBackend(Backend):
 
     # ------------------------------------------------------------------ steps
     def _my_rows(self, micro):
-        rows = micro.input_ids.shape[0] // self.world
+        """This rank's plan.micro_batch rows of a forward pass (the plan made the pass
+        micro_batch x ranks rows, so every rank gets exactly its share)."""
+        rows = self.plan.micro_batch
         return micro.rows(self.rank * rows, (self.rank + 1) * rows)
 
     def train_step(self, batch) -> torch.Tensor:
@@ -115,14 +133,20 @@ class FsdpBackend(Backend):
         last = len(batch.micro_batches) - 1
         for i, micro in enumerate(batch.micro_batches):
             mine = self._my_rows(micro)
+            self.work.fed(mine.attention_mask)
+            if not self.fingerprints:
+                self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
             ids, mask, labels = (torch.from_numpy(a).to(self.device) for a in (mine.input_ids, mine.attention_mask, mine.labels))
             self.model.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
+            graphs_before = self._compiled_graphs()
             logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            self.compile_events += self._compiled_graphs() > graphs_before
+            self.compute_dtype = self.compute_dtype or logits.dtype
             loss = token_loss_sum(logits, labels) / normaliser
             # FSDP averages gradients over ranks; the loss is a sum over all ranks' tokens.
             (loss * self.world).backward()
             total += loss.detach()
-        optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
+        self.steps.step(self.model, self.scenario.train.grad_clip)
         return total
 
     def sync(self) -> None:
@@ -150,7 +174,17 @@ class FsdpBackend(Backend):
         if result.window:
             result.window.time_s = slowest[-1]
         self.per_rank_times = per_rank
+        self._sum_work_over_ranks(result)
         return result
+
+    def _sum_work_over_ranks(self, result) -> None:
+        """Each rank counted the rows it fed; the step's work is their sum."""
+        accounts = [s.done for s in result.steps] + ([result.window.done] if result.window else [])
+        keys = ("rows", "tokens_real", "tokens_padded")
+        mine = [float(a[k]) for a in accounts for k in keys]
+        summed = [sum(column) for column in zip(*self._gather(mine))]
+        for i, account in enumerate(accounts):
+            account.update({k: int(summed[i * len(keys) + j]) for j, k in enumerate(keys)})
 
     def _gather(self, values: list[float]) -> list[list[float]]:
         mine = torch.tensor(values, dtype=torch.float64, device=self.device)
@@ -159,12 +193,28 @@ class FsdpBackend(Backend):
         return [t.tolist() for t in everyone]
 
     # ------------------------------------------------------------------ facts
-    def compile_stats(self) -> CompileStats:
+    def _compiled_graphs(self) -> int:
+        """Graphs dynamo has compiled so far (FSDP's hooks split one model into several)."""
         if not self.options.compile:
-            return CompileStats()
+            return 0
         from torch._dynamo.utils import counters
 
-        return CompileStats(count=int(counters["stats"]["unique_graphs"]))
+        return int(counters["stats"]["unique_graphs"])
+
+    def compile_stats(self) -> CompileStats:
+        """Compilations counted as XLA counts programs: a forward pass that compiled
+        anything (one new shape) is one, however many graphs FSDP's hooks cut it into;
+        the graph count is kept in the extra facts."""
+        return CompileStats(count=self.compile_events)
+
+    def done(self) -> dict[str, Any]:
+        """Dtypes of this rank's shards and of its optimizer state; the ranks that fed
+        distinct rows, from a fingerprint of each rank's first rows (gathered)."""
+        prints = self._gather([float(self.fingerprints[0] if self.fingerprints else -1)])
+        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
+                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
+        return {"dtypes": {k: v for k, v in dtypes.items() if v},
+                "distinct_row_shards": len({p[0] for p in prints if p[0] >= 0})}
 
     def memory(self) -> MemoryFacts:
         if self.device.type == "cuda":
@@ -187,12 +237,12 @@ class FsdpBackend(Backend):
         sharded = [p for p in params if isinstance(p, DTensor)]
         local = sum(p.to_local().numel() for p in sharded)
         return {
-            "world_size": self.world, "backend": dist.get_backend(), "sharding": self.scenario.parallel.sharding,
+            "world_size": self.world, "backend": dist.get_backend(), "sharding": self.plan.sharding,
             "num_sharded_layers": self.num_sharded_layers, "num_dtensor_params": len(sharded), "num_params_total": len(params),
             "placements": sorted({str(p.placements) for p in sharded}),
             "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
             "per_rank_step_time_s": getattr(self, "per_rank_times", None),
-            "mode": self.options.mode, "compile": self.options.compile,
+            "mode": self.options.mode, "compile": self.options.compile, "compiled_graphs": self._compiled_graphs(),
         }
 
     def versions(self) -> dict[str, str]:
@@ -208,7 +258,7 @@ class FsdpBackend(Backend):
         return found
 
     def notes(self) -> list[str]:
-        return [f"FSDP2 over {self.world} rank(s), {self.scenario.parallel.sharding}, {dist.get_backend()}"]
+        return [f"FSDP2 over {self.world} rank(s), {self.plan.sharding}, {dist.get_backend()}"]
 
     def teardown(self) -> None:
         if dist.is_initialized():
