@@ -3,8 +3,14 @@ devices (a real XLA device: real graph compilation, real compile counters).
 
 Order matters (W1): PJRT and SPMD are set up before the model is built; the model is
 built with `eager` attention (`sdpa` inspects mask values on the host, adding compiles
-and a device->host transfer every step); every step ends in one graph execution
-(`torch_xla.sync()`), and the clock stops only after `wait_device_ops()`.
+and a device->host transfer every step); the clock stops only after `wait_device_ops()`.
+
+Each forward-backward pass is its own graph (`torch_xla.sync()` after it), accumulating
+into gradients that are zeroed in place, never freed: so a new sequence length compiles
+one graph, not one per new combination of lengths within a step (what one graph per
+step would do), and bucketed padding pays at most one compile per bucket. The optimizer
+update is one more graph, compiled twice in the first steps (without, then with its
+state): keep `train.warmup_steps` >= 2 here.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import numpy as np
 import torch
 
 from backends.hf_common.model import (
-    apply_lora, build_model, build_optimizer, model_facts, optimizer_step, token_loss_sum,
+    PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
+    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
 )
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
@@ -37,6 +44,18 @@ def configure_runtime(cpu_devices: int) -> None:
         os.environ.setdefault("CPU_NUM_DEVICES", str(cpu_devices))
 
 
+def row_split_of(tensor) -> int:
+    """How many ways a tensor's rows are split across devices, read from its SPMD
+    sharding spec (e.g. `{devices=[4,1]0,1,2,3}`: 4); 1 when replicated."""
+    import re
+
+    import torch_xla
+
+    spec = torch_xla._XLAC._get_xla_sharding_spec(tensor)
+    match = re.search(r"devices=\[(\d+)", spec)
+    return int(match.group(1)) if match and "replicated" not in spec else 1
+
+
 class XlaBackend(Backend):
     @classmethod
     def probe(cls) -> Probe:
@@ -50,7 +69,7 @@ class XlaBackend(Backend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        configure_runtime(self.options.cpu_devices)
+        configure_runtime(self.plan.devices)
         import torch_xla
         import torch_xla.distributed.spmd as xs
         import torch_xla.runtime as xr
@@ -61,10 +80,15 @@ class XlaBackend(Backend):
         self.device = torch_xla.device()
         self.mesh = self._mesh(xr.global_runtime_device_count(), xs)
         model = apply_lora(build_model(self.scenario), self.scenario)
-        dtype = torch.bfloat16 if self.scenario.train.precision == "bf16" and self.on_tpu else torch.float32
-        model = self._wrap(model.to(dtype).to(self.device), xs)
+        if self.plan.method == "full" and self.plan.precision.compute != self.plan.precision.trainable_params:
+            raise ValueError(f"train.precision: {self.plan.precision.name} for a full fine-tune needs autocast over "
+                             "fp32 master weights, which this backend does not run; use fp32 or LoRA")
+        model = self._wrap(cast_to_plan(model, self.plan.precision).to(self.device), xs)
         self.model = model
-        self.optimizer, self.schedule = build_optimizer(model, self.scenario)
+        self.optimizer = build_optimizer(model, self.scenario)
+        self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
+        self.compute_dtype = None  # measured: the dtype of the first forward's logits
+        self.row_split = None  # measured: how many ways the input rows were sharded
         return model_facts(model)
 
     @property
@@ -72,13 +96,11 @@ class XlaBackend(Backend):
         return os.environ.get("PJRT_DEVICE") == "TPU"
 
     def _mesh(self, devices: int, xs):
-        spec = self.scenario.parallel.mesh
-        tensor = spec.get("tensor", 1)
-        fsdp = spec.get("fsdp", -1)
-        fsdp = devices // tensor if fsdp == -1 else fsdp
-        if fsdp * tensor != devices:
-            raise ValueError(f"parallel.mesh: fsdp x tensor = {fsdp} x {tensor} does not cover {devices} devices")
-        mesh = xs.Mesh(np.arange(devices), (fsdp, tensor), ("fsdp", "tensor"))
+        """The plan's fsdp axis over all devices (the plan refused any other axis)."""
+        fsdp = self.plan.mesh["fsdp"]
+        if fsdp != devices:
+            raise RuntimeError(f"the runtime has {devices} devices for a plan of {fsdp}")
+        mesh = xs.Mesh(np.arange(devices), (fsdp, 1), ("fsdp", "tensor"))
         xs.set_global_mesh(mesh)
         self.fsdp_size = fsdp
         return mesh
@@ -98,13 +120,10 @@ class XlaBackend(Backend):
             xs.mark_sharding(logits, mesh, ("fsdp", None, None))
 
         wrapper = None
-        if self.scenario.train.gradient_checkpointing:
+        if self.plan.gradient_checkpointing:
             wrapper = lambda m, *a, **k: FSDPv2(checkpoint_module(m), *a, **k)  # noqa: E731
         return FSDPv2(model, mesh=self.mesh, shard_output=shard_output, auto_wrap_policy=policy,
                       auto_wrapper_callable=wrapper)
-
-    def data_parallel_size(self) -> int:
-        return self.fsdp_size
 
     # ------------------------------------------------------------------ steps
     def train_step(self, batch) -> torch.Tensor:
@@ -121,12 +140,18 @@ class XlaBackend(Backend):
                 xs.mark_sharding(t, self.mesh, ("fsdp", None))  # rows split over the fsdp axis
                 tensors.append(t)
             ids, mask, labels = tensors
+            self.work.fed(micro.attention_mask)
+            self.row_split = self.row_split or row_split_of(ids)
             logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            self.compute_dtype = self.compute_dtype or logits.dtype
             loss = token_loss_sum(logits, labels) / normaliser
             loss.backward()
             total += loss.detach()
-        optimizer_step(self.model, self.optimizer, self.schedule, self.scenario.train.grad_clip)
-        torch_xla.sync()  # the step is one graph, launched now, asynchronously
+            torch_xla.sync()  # one graph per forward-backward: compiled once per length
+        # Gradients zeroed in place, not freed: every pass after the first step sees the
+        # same graph inputs (accumulate into existing gradients).
+        self.steps.step(self.model, self.scenario.train.grad_clip, keep_grads=True)
+        torch_xla.sync()  # the update is one graph, launched now, asynchronously
         return total
 
     def sync(self) -> None:
@@ -164,11 +189,16 @@ class XlaBackend(Backend):
             return {"kind": "tpu", "name": os.environ.get("TPU_ACCELERATOR_TYPE", "TPU"), "count": devices}
         return {"kind": "cpu", "name": cpu_name(), "count": 1, "virtual_devices": devices}
 
+    def done(self) -> dict[str, Any]:
+        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
+                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
+        return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": self.row_split}
+
     def extra_facts(self) -> dict[str, Any]:
         import torch_xla
 
         specs = [torch_xla._XLAC._get_xla_sharding_spec(p) for p in self.model.parameters()]
-        return {"mesh": {"fsdp": self.fsdp_size, "tensor": self.scenario.parallel.mesh.get("tensor", 1)},
+        return {"mesh": {"fsdp": self.fsdp_size, "tensor": 1},
                 "num_params_total": len(specs),
                 # FSDPv2 splits each parameter along its largest dim: [4,1], [1,4] or [4].
                 "num_params_sharded_on_fsdp": sum(s.startswith("{devices=[") and "replicated" not in s for s in specs),
