@@ -8,7 +8,7 @@ from conftest import TINY, bench, failures_in, records_in, write_scenario
 
 pytestmark = pytest.mark.slow
 
-FSDP = TINY + "parallel:\n  strategy: fsdp\n  num_processes: 2\n"
+FSDP = TINY + "parallel:\n  devices: 2\n"
 SHORT = ["--no-progress", "--set", "train.steps=6", "--set", "train.window_steps=0"]
 
 
@@ -58,26 +58,28 @@ def new_lengths_after_warmup(record) -> int:
 
 
 @pytest.mark.parametrize("shapes", ["static", "auto"])
-def test_torch_compile_recompiles_on_dynamic_shapes_only(tmp_path, shapes):
+def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_path, shapes):
     options = f"backend_options:\n  gpu-fsdp: {{compile: true, compile_backend: aot_eager, compile_shapes: {shapes}}}\n"
-    path = write_scenario(tmp_path, FSDP + options + "matrix:\n  sequence.padding: [static, dynamic]\n")
+    buckets = "sequence:\n  max_length: 512\n  buckets: [128, 256, 512]\n"
+    path = write_scenario(tmp_path, FSDP.replace("sequence:\n  max_length: 512\n", buckets)
+                          + options + "matrix:\n  sequence.padding: [static, dynamic, bucketed]\n")
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
-                 "--set", "train.warmup_steps=1")
+                 "--set", "train.warmup_steps=1", "--set", "train.global_batch=8", "--set", "train.micro_batch=1")
     assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(tmp_path / "r")}
     static, dynamic = by_padding["static"]["metrics"], by_padding["dynamic"]["metrics"]
-    assert static["num_compiles"] > 0 and static["num_recompiles"] == 0
+    # One compile per new shape, however many graphs FSDP's hooks cut the model into.
+    assert static["num_compiles"] == 1 and static["num_recompiles"] == 0
+    assert by_padding["static"]["raw"]["extra"]["compiled_graphs"] > 1
     expected = new_lengths_after_warmup(by_padding["dynamic"])
     assert expected > 0  # the batches really brought new shapes after warm-up
-    # One shape compiles the static run's graphs (FSDP's hooks split the model into
-    # several graphs): that many per shape.
-    graphs_per_shape = static["num_compiles"]
-    if shapes == "static":  # like XLA: every new shape compiles the graphs again
-        assert dynamic["num_recompiles"] == graphs_per_shape * expected
+    if shapes == "static":  # like XLA: every new shape compiles again
+        assert dynamic["num_recompiles"] == expected
     else:  # dynamo's default: the second shape (in warm-up here) compiles dynamic
         # graphs, after which new lengths reuse them
-        assert dynamic["num_compiles"] > graphs_per_shape
-        assert dynamic["num_recompiles"] < graphs_per_shape * expected
+        assert dynamic["num_recompiles"] < expected
+    bucketed = by_padding["bucketed"]
+    assert bucketed["metrics"]["num_recompiles"] <= new_lengths_after_warmup(bucketed)
 
 
 def test_sft_trainer_mode_records_synchronised_contiguous_steps(tmp_path):
