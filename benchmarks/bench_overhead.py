@@ -28,7 +28,7 @@ def scenario_for(preset: str, steps: int):
     return Scenario.model_validate({
         "name": "overhead", "model": {"preset": preset},
         "sequence": {"max_length": 256, "padding": "static"},
-        "train": {"global_batch": 4, "micro_batch": 4, "steps": steps, "warmup_steps": 0, "precision": "fp32",
+        "train": {"global_batch": 4, "micro_batch": 4, "steps": steps, "warmup_steps": 1, "precision": "fp32",
                   "optimizer": {"lr": 1e-4}, "schedule": {"name": "constant"}},
     })
 
@@ -36,12 +36,14 @@ def scenario_for(preset: str, steps: int):
 def harness_backend(scenario):
     from backends.torch_eager import TorchOptions
     from backends.torch_eager.backend import TorchBackend
-    from harness.data.batches import build_plan
+    from harness.data.batches import build_batches
+    from harness.plan import build
     from harness.worker import EventSink
 
-    backend = TorchBackend(scenario, TorchOptions(), EventSink(None))
+    plan = build(scenario, "cpu", 1)
+    backend = TorchBackend(scenario, plan, TorchOptions(), EventSink(None))
     backend.setup()
-    backend.plan = build_plan(scenario)
+    backend.batches = build_batches(scenario, plan.rows_per_forward)
     return backend
 
 
@@ -77,7 +79,7 @@ def main() -> None:
     backend = harness_backend(scenario)  # same seed: same weights for both loops
     bare, harnessed = [], []
     for _ in range(args.blocks):
-        bare += bare_steps(backend.model, backend.optimizer, backend.plan.steps)
+        bare += bare_steps(backend.model, backend.optimizer, backend.batches.steps)
         harnessed += [s.time_s for s in run_steps(backend).steps]
     result = {
         "preset": args.preset, "steps_per_block": args.steps, "blocks": args.blocks,

@@ -241,9 +241,9 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
     caps = capabilities
     for axis in AXES:
         if plan.mesh[axis] > 1 and axis not in caps.axes:
-            have = ", ".join(caps.axes) or "none"
-            return _refuse(f"parallel.{axis}", f"{plan.mesh[axis]}: this backend has no {axis} parallelism "
-                                               f"(axes it shards over: {have})")
+            have = ", ".join(caps.axes) or "none: one device"
+            return _refuse(f"parallel.{axis}", f"{plan.mesh[axis]} (of parallel.devices {plan.devices}): this backend "
+                                               f"has no {axis} parallelism (its axes: {have})")
     if caps.max_devices is not None and plan.devices > caps.max_devices:
         return _refuse("parallel.devices", f"{plan.devices}: this backend runs on at most {caps.max_devices}")
     if plan.device_kind == "cpu" and plan.devices > 1 and not caps.cpu_devices:
@@ -313,6 +313,9 @@ def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] 
     if distinct != plan.data_parallel:
         found.append(f"{distinct} devices did distinct work on the rows, {plan.data_parallel} planned")
     trainable = done.get("trainable_params")
-    if plan.trainable_params is not None and trainable is not None and trainable != plan.trainable_params:
+    # A backend may execute a different LoRA layout only when the scenario opted in
+    # explicitly (a backend option) and the record says why (e.g. Tunix's fused k/v).
+    if (plan.trainable_params is not None and trainable is not None and trainable != plan.trainable_params
+            and not done.get("trainable_params_deviation")):
         found.append(f"{trainable:,} trainable parameters, {plan.trainable_params:,} planned")
     return found

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import TINY, bench, records_in, write_scenario
 from harness import metrics
-from harness.data.batches import build_plan
+from harness.data.batches import build_batches
 from harness.loader import resolve_runs
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def test_static_vs_dynamic_padding_same_real_tokens(tmp_path, results):
     # Padded tokens are exactly what the shared pipeline built for each policy.
     for policy, steps in (("static", static), ("dynamic", dynamic)):
         (run,) = resolve_runs(path, {"sequence.padding": policy, "train.window_steps": 0})
-        plan = build_plan(run.scenario)
+        plan = build_batches(run.scenario)
         assert [s["tokens_padded"] for s in steps] == [b.tokens_padded for b in plan.steps]
     assert all(s["tokens_padded"] == 4 * 512 for s in static)
     assert sum(s["tokens_padded"] for s in dynamic) < sum(s["tokens_padded"] for s in static)

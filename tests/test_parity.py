@@ -1,0 +1,79 @@
+"""Same scenario, same work: every backend executes one plan. The tiny model, 8 rows
+per step in forward passes of 1 row per device, fp32, a cosine schedule with warm-up
+and restarts: the records' real tokens per step are identical, every step's lr equals
+the torch backend's, and the PyTorch-model backends' losses match the torch backend's
+(same initial weights, same batches). jax-tunix builds its own model (Tunix's
+initialiser), so its tokens and lr are compared here and its losses in its own tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
+
+pytestmark = pytest.mark.slow
+
+COMMON = ["--no-progress", "--set", "train.global_batch=8", "--set", "train.steps=5", "--set", "train.warmup_steps=1",
+          "--set", "train.window_steps=0", "--set", "train.schedule.name=cosine_with_restarts",
+          "--set", "train.schedule.cycles=2", "--set", "train.schedule.warmup_ratio=0.2", "--set", "train.precision=fp32"]
+
+# (label, backend, extra --set values, stack module, how CI provides it)
+RUNS = [
+    ("torch", "torch", ["train.micro_batch=1"], None, None),
+    ("gpu-fsdp micro 1", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=1"], None, None),
+    ("gpu-fsdp micro 2", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=2"], None, None),
+    ("xla-fsdpv2", "xla-fsdpv2", ["parallel.devices=4", "train.micro_batch=1"], "torch_xla", ".ci/run builds .venv-xla"),
+    ("torchax", "torchax", ["parallel.devices=4", "train.micro_batch=1"], "torchax", "pip install -e '.[torchax]'"),
+    ("jax-tunix", "jax-tunix", ["parallel.devices=4", "train.micro_batch=1", "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]"],
+     "tunix", ".ci/run builds .venv-jax"),
+]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    path = write_scenario(tmp, TINY)
+    found = {}
+    for label, backend, sets, module, how in RUNS:
+        if module:
+            stack_or_skip(backend, module, how)
+        out = tmp / label.replace(" ", "-")
+        done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), *COMMON,
+                     *[a for s in sets for a in ("--set", s)], timeout=900)
+        assert done.returncode == 0, f"{label}: {failures_in(out) or done.stderr + done.stdout}"
+        (found[label],) = records_in(out)
+    return found
+
+
+def steps(record, key):
+    return [s[key] for s in record["raw"]["loop"]["steps"]]
+
+
+def test_every_backend_processed_the_same_rows_and_tokens(records):
+    reference = records["torch"]
+    for label, record in records.items():
+        assert record["status"] == "ok", (label, record["failure"])
+        assert [s["done"]["rows"] for s in record["raw"]["loop"]["steps"]] == [8] * 5, label
+        assert steps(record, "tokens_real") == steps(reference, "tokens_real"), label
+        assert [s["done"]["tokens_real"] for s in record["raw"]["loop"]["steps"]] == steps(reference, "tokens_real")
+
+
+def test_every_backend_applied_the_torch_backends_lr_at_every_step(records):
+    expected = steps(records["torch"], "lr")
+    assert expected[0] == 0.0 and len(set(expected)) > 2  # warm-up from 0, then restarts
+    for label, record in records.items():
+        assert steps(record, "lr") == pytest.approx(expected, abs=1e-9), label
+
+
+def test_devices_did_distinct_work(records):
+    shards = {"torch": 1, "gpu-fsdp micro 1": 2, "gpu-fsdp micro 2": 2, "xla-fsdpv2": 4, "torchax": 4, "jax-tunix": 4}
+    for label, record in records.items():
+        assert record["raw"]["done"]["distinct_row_shards"] == shards[label], label
+        assert record["plan"]["data_parallel"] == shards[label]
+
+
+def test_pytorch_model_backends_match_the_torch_backends_losses(records):
+    expected = steps(records["torch"], "loss")
+    for label in ("gpu-fsdp micro 1", "gpu-fsdp micro 2", "xla-fsdpv2", "torchax"):
+        if label in records:
+            assert steps(records[label], "loss") == pytest.approx(expected, rel=1e-3), label
