@@ -220,6 +220,8 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
     policy = dict(PRECISION_POLICIES[train.precision])
     if train.method == "full":
         policy["frozen_params"] = "-"
+    if train.optimizer.name == "sgd":
+        policy["optimizer_state"] = "-"  # plain SGD (no momentum) keeps no state
     arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else {}
     lora = train.method == "lora"
     return Plan(
@@ -272,7 +274,14 @@ def resolve(scenario, device_kind: str, device_count: int, capabilities=None, so
 
 
 # --------------------------------------------------------------------------- plan vs actual
-LR_TOLERANCE = 1e-9
+# An applied lr equals the plan's to 1e-9, or to fp32's resolution where a framework
+# keeps the lr in fp32 (optax: 0.1 becomes 0.10000000149).
+LR_ABS_TOLERANCE = 1e-9
+LR_REL_TOLERANCE = 1.2e-7
+
+
+def same_lr(applied: float | None, planned: float) -> bool:
+    return applied is not None and abs(applied - planned) <= LR_ABS_TOLERANCE + LR_REL_TOLERANCE * abs(planned)
 
 
 def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] | None,
@@ -291,7 +300,7 @@ def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] 
             if actual.get(key) != planned:
                 found.append(f"step {step['index']}: {key} {actual.get(key)} processed, {planned} planned")
         lr = step.get("lr")
-        if lr is None or abs(lr - plan.lr[step["index"]]) > LR_TOLERANCE:
+        if not same_lr(lr, plan.lr[step["index"]]):
             found.append(f"step {step['index']}: lr {lr} applied, {plan.lr[step['index']]!r} planned")
     if window and window.get("done") is not None:
         for key in ("rows", "tokens_real", "tokens_padded"):

@@ -1,62 +1,159 @@
 """Backend `torchax` for real: JAX on the CPU with 4 virtual devices, the HF model's
-whole step compiled by XLA, in the project's own environment (torch 2.13, through the
-shim in backends/torchax_jax/compat.py)."""
+step compiled by XLA as two programs (per-micro-batch gradients, the optax update), in
+the project's own environment (torch 2.13, through the shim in
+backends/torchax_jax/compat.py). Every record must pass the runner's plan check."""
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import TINY, bench, records_in, stack_or_skip, write_scenario
-from test_xla_fsdpv2 import new_shapes_after_warmup
+from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
+
+STACK = ("torchax", "torchax", "pip install -e '.[torchax]'")
+
+
+def new_lengths_after_warmup(record) -> int:
+    """Micro-batch lengths first seen after warm-up: the gradient program compiles once
+    per length, whatever lengths share its step."""
+    seen, new = set(), 0
+    for step in record["raw"]["loop"]["steps"]:
+        fresh = set(step["seq_lens"]) - seen
+        if step["phase"] == "measure":
+            new += len(fresh)
+        seen |= fresh
+    return new
 
 
 @pytest.fixture(scope="module")
 def padding_records(tmp_path_factory):
-    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
+    """static, dynamic and bucketed padding (the scenario's matrix; the cpu profile: 4
+    devices), 8 rows a step so each step is 2 micro-batches of 4 rows."""
+    stack_or_skip(*STACK)
     out = tmp_path_factory.mktemp("torchax") / "r"
     done = bench("run", "scenarios/padding.yaml", "--backend", "torchax", "--set", "model.preset=tiny-gemma3",
-                 "--set", "matrix={sequence.padding: [static, dynamic]}", "--results-dir", str(out), "--no-progress",
-                 timeout=1500)
-    assert done.returncode == 0, done.stderr + done.stdout
+                 "--set", "train.global_batch=8", "--results-dir", str(out), "--no-progress", timeout=1500)
+    assert done.returncode == 0, done.stderr + done.stdout + failures_in(out)
     return {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(out)}
 
 
-def test_parameters_and_batches_are_sharded_over_four_devices(padding_records):
+def test_records_pass_the_plan_check_with_rows_split_over_four_devices(padding_records):
+    assert sorted(padding_records) == ["bucketed", "dynamic", "static"]
     for record in padding_records.values():
         assert record["status"] == "ok", record["failure"]
+        assert record["raw"]["done"]["distinct_row_shards"] == 4
+        assert all(len(step["seq_lens"]) == 2 for step in record["raw"]["loop"]["steps"])
         extra = record["raw"]["extra"]
-        assert extra["devices"] == 4 and extra["num_params_sharded"] > extra["num_params_total"] // 2
+        assert extra["devices"] == 4 and extra["mesh"] == {"data": 1, "fsdp": 4}
+        assert extra["num_params_sharded"] > extra["num_params_total"] // 2
         assert any("'fsdp'" in spec for spec in extra["shardings"])
 
 
-def test_static_has_no_recompiles_and_dynamic_one_per_new_shape(padding_records):
+def test_static_compiles_each_program_once_and_dynamic_once_per_new_length(padding_records):
     static, dynamic = padding_records["static"], padding_records["dynamic"]
-    assert static["metrics"]["num_compiles"] == 1 and static["metrics"]["num_recompiles"] == 0
-    expected = new_shapes_after_warmup(dynamic)
+    assert static["metrics"]["num_compiles"] == 2 and static["metrics"]["num_recompiles"] == 0  # grad + apply
+    expected = new_lengths_after_warmup(dynamic)
     assert expected > 0 and dynamic["metrics"]["num_recompiles"] == expected
 
 
-def test_first_losses_match_the_torch_backend_with_the_mask_applied(tmp_path):
-    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
+def test_bucketed_recompiles_at_most_once_per_bucket_new_after_warmup(padding_records):
+    bucketed = padding_records["bucketed"]
+    buckets = set(bucketed["scenario"]["resolved"]["sequence"]["buckets"])
+    steps = bucketed["raw"]["loop"]["steps"]
+    seen_in_warmup = {n for s in steps if s["phase"] == "warmup" for n in s["seq_lens"]}
+    assert {n for s in steps for n in s["seq_lens"]} <= buckets
+    assert bucketed["metrics"]["num_recompiles"] <= len(buckets - seen_in_warmup)
+    assert bucketed["metrics"]["num_recompiles"] == new_lengths_after_warmup(bucketed)
+
+
+def _run(tmp_path, backend: str, *sets: str, name: str = "") -> dict:
     path = write_scenario(tmp_path, TINY)  # padded rows + attention mask + sliding window 32
-    common = ["--no-progress", "--set", "train.micro_batch=1", "--set", "sequence.max_length=256",
-              "--set", "train.steps=5", "--set", "train.window_steps=0"]
-    losses = {}
-    for backend in ("torch", "torchax"):
-        done = bench("run", str(path), "--backend", backend, "--results-dir", str(tmp_path / backend), *common, timeout=900)
-        assert done.returncode == 0, done.stderr + done.stdout
-        (record,) = records_in(tmp_path / backend)
-        losses[backend] = [s["loss"] for s in record["raw"]["loop"]["steps"][:5]]
-    assert losses["torchax"] == pytest.approx(losses["torch"], rel=1e-3)
+    out = tmp_path / (name or backend)
+    args = [a for kv in sets for a in ("--set", kv)]
+    done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), "--no-progress", *args,
+                 timeout=900)
+    assert done.returncode == 0, done.stderr + done.stdout + failures_in(out)
+    (record,) = records_in(out)
+    assert record["status"] == "ok", record["failure"]
+    return record
+
+
+def test_losses_and_lrs_match_the_torch_backend_on_four_devices(tmp_path):
+    """Same rows, same schedule: the torch reference on one device (8 forward passes of
+    1 row), torchax on 4 (2 forward passes of 4 rows, one per device each)."""
+    stack_or_skip(*STACK)
+    common = ("train.global_batch=8", "train.micro_batch=1", "train.steps=5", "train.window_steps=0",
+              "train.schedule.name=cosine", "train.schedule.warmup_ratio=0.25")
+    torch_record = _run(tmp_path, "torch", *common)
+    torchax_record = _run(tmp_path, "torchax", *common, "parallel.devices=4")
+    reference, steps = torch_record["raw"]["loop"]["steps"][:5], torchax_record["raw"]["loop"]["steps"][:5]
+    assert len({s["lr"] for s in reference}) > 2  # the schedule moves
+    assert [s["lr"] for s in steps] == pytest.approx([s["lr"] for s in reference], abs=1e-9, rel=0)
+    assert [s["loss"] for s in steps] == pytest.approx([s["loss"] for s in reference], rel=1e-3)
+    assert torchax_record["raw"]["done"]["distinct_row_shards"] == 4
+    assert all(s["done"]["rows"] == 8 for s in steps)
+
+
+def test_bf16_lora_keeps_trained_weights_in_fp32(tmp_path):
+    stack_or_skip(*STACK)
+    record = _run(tmp_path, "torchax", "train.precision=bf16", "parallel.devices=4", "train.micro_batch=1",
+                  "train.steps=3", "train.warmup_steps=1", "train.window_steps=0")
+    assert record["raw"]["done"]["dtypes"] == {"frozen_params": "bf16", "compute": "bf16",
+                                               "trainable_params": "fp32", "optimizer_state": "fp32"}
+
+
+def test_a_bf16_full_fine_tune_is_refused_naming_the_precision(tmp_path):
+    """No autocast in torchax: fp32 master weights would compute in fp32, not bf16."""
+    stack_or_skip(*STACK)
+    path = write_scenario(tmp_path, TINY)
+    done = bench("run", str(path), "--backend", "torchax", "--results-dir", str(tmp_path / "r"), "--no-progress",
+                 "--set", "train.precision=bf16", "--set", "train.method=full", timeout=600)
+    assert done.returncode != 0
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] != "ok" and record["failure"]["reason"].startswith("ValueError: train.precision:")
+
+
+def test_optax_optimizer_applies_the_plans_lrs_and_reads_them_back():
+    jax = pytest.importorskip("jax")
+    import types
+
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    from backends.jax_common import applied_lr, optax_optimizer
+
+    lrs = (0.0, 0.5, 0.25)
+    for name in ("adamw", "sgd", "adafactor"):
+        opt = types.SimpleNamespace(name=name, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+        tx = optax_optimizer(types.SimpleNamespace(grad_clip=None, optimizer=opt), lrs)
+        params = {"w": jnp.ones((3, 2))}
+        state, got = tx.init(params), []
+        for _ in range(4):
+            _, state = tx.update(params, state, params)
+            got.append(applied_lr(state))
+        assert got == pytest.approx([0.0, 0.5, 0.25, 0.25], abs=1e-7)  # past the end: the last lr
+    # SGD's decay is PyTorch's (coupled, added to the gradient before the step).
+    opt = types.SimpleNamespace(name="sgd", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
+    tx = optax_optimizer(types.SimpleNamespace(grad_clip=1.0, optimizer=opt), (0.5,))
+    params, grads = {"w": jnp.full((2, 2), 2.0)}, {"w": jnp.full((2, 2), 3.0)}
+    updates, _ = tx.update(grads, tx.init(params), params)
+    w = torch.nn.Parameter(torch.full((2, 2), 2.0))
+    w.grad = torch.full((2, 2), 3.0)
+    torch.nn.utils.clip_grad_norm_([w], 1.0)
+    torch.optim.SGD([w], lr=0.5, weight_decay=0.1).step()
+    np.testing.assert_allclose(np.asarray(params["w"] + updates["w"]), w.detach().numpy(), rtol=1e-6)
 
 
 def test_a_diverging_run_is_a_failed_record_naming_the_step(tmp_path):
-    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
+    """lr 2**60: huge, and exact in fp32, the dtype optax applies it in (1e30 in fp32
+    differs from the plan's float by more than the plan check allows)."""
+    stack_or_skip(*STACK)
     path = write_scenario(tmp_path, TINY)
     done = bench("run", str(path), "--backend", "torchax", "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "train.optimizer.lr=1e30", "--set", "train.grad_clip=null", "--set", "train.steps=6",
+                 "--set", f"train.optimizer.lr={float(2 ** 60)!r}", "--set", "train.grad_clip=null",
+                 "--set", "train.steps=6",
                  "--set", "train.window_steps=0", "--set", "train.micro_batch=1", "--set", "sequence.max_length=256",
                  timeout=900)
     assert done.returncode == 1
@@ -66,7 +163,7 @@ def test_a_diverging_run_is_a_failed_record_naming_the_step(tmp_path):
 
 
 def test_the_shim_stands_in_for_removed_named_overloads_only():
-    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
+    stack_or_skip(*STACK)
     import torch
 
     from backends.torchax_jax.compat import RemovedOverload, allow_removed_named_overloads

@@ -1,5 +1,6 @@
 """What the JAX-based backends (torchax, jax-tunix) share: virtual CPU devices, the
-optax optimizer built from the scenario, compile counting from JAX's monitoring events,
+optax optimizer built from the scenario and the plan's learning rates (and the lr it
+applied, read back), compile counting from JAX's monitoring events,
 and the device facts (accelerator, memory). Imports JAX only inside functions."""
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ def request_cpu_devices(count: int) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if not on_tpu_vm() and "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
+
+
+def dtype_name(dtype) -> str:
+    """A JAX dtype as the plan names it (fp32, bf16, fp16), else JAX's own name."""
+    name = str(getattr(dtype, "name", dtype))
+    return {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(name, name)
 
 
 def device_kind(devices) -> str:
@@ -63,49 +70,90 @@ def memory(devices) -> MemoryFacts:
     return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
 
 
-def optax_optimizer(train) -> Any:
-    """The scenario's optimizer, schedule and clipping, as one optax transformation
-    (the same choices `hf_common.model.build_optimizer` makes for PyTorch)."""
+def optax_optimizer(train, lrs) -> Any:
+    """The scenario's optimizer and clipping as one optax transformation, stepping
+    through the plan's learning rates `lrs` (`plan.lr`: the one schedule
+    implementation every backend applies; past its end the last lr holds).
+
+    The same choices `hf_common.model.build_optimizer` makes for PyTorch: AdamW with
+    decoupled decay; SGD with PyTorch's coupled decay (decay added to the gradient
+    before the step); Adafactor as HF's with relative_step=False and
+    scale_parameter=False. Global-norm clipping comes first, as PyTorch clips before
+    the optimizer. `optax.inject_hyperparams` keeps the lr each update used in the
+    state, so `applied_lr` reads back what was really applied."""
+    import jax.numpy as jnp
     import optax
 
-    opt = train.optimizer
-    total = train.steps + train.window_steps
-    warmup = int(train.schedule.warmup_ratio * total)
-    if train.schedule.name == "constant":
-        schedule = optax.constant_schedule(opt.lr)
-    elif train.schedule.name == "linear":
-        schedule = optax.join_schedules([optax.linear_schedule(0.0, opt.lr, max(warmup, 1)),
-                                         optax.linear_schedule(opt.lr, 0.0, max(total - warmup, 1))], [warmup])
-    else:
-        schedule = optax.warmup_cosine_decay_schedule(0.0, opt.lr, max(warmup, 1), max(total, 2))
+    if not lrs:
+        raise ValueError("optax_optimizer: no learning rates (the plan has no steps)")
+    table = tuple(float(lr) for lr in lrs)
+
+    def schedule(count):
+        return jnp.asarray(table, jnp.float32)[jnp.minimum(count, len(table) - 1)]
+
+    def build(learning_rate):
+        clip = [optax.clip_by_global_norm(train.grad_clip)] if train.grad_clip else []
+        return optax.chain(*clip, _update_rule(train.optimizer, learning_rate))
+
+    return optax.inject_hyperparams(build, hyperparam_dtype=jnp.float32)(learning_rate=schedule)
+
+
+def _update_rule(opt, learning_rate) -> Any:
+    import optax
+
     if opt.name == "adafactor":
-        update = optax.adafactor(schedule)
-    elif opt.name == "sgd":
-        update = optax.sgd(schedule)
-    else:
-        update = optax.adamw(schedule, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps, weight_decay=opt.weight_decay)
-    clip = [optax.clip_by_global_norm(train.grad_clip)] if train.grad_clip else []
-    return optax.chain(*clip, update)
+        return optax.adafactor(learning_rate, decay_rate=0.8, multiply_by_parameter_scale=False,
+                               clipping_threshold=1.0, weight_decay_rate=opt.weight_decay)
+    if opt.name == "sgd":
+        return optax.chain(optax.add_decayed_weights(opt.weight_decay), optax.sgd(learning_rate))
+    if opt.name == "adamw":
+        return optax.adamw(learning_rate, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps,
+                           weight_decay=opt.weight_decay)
+    raise ValueError(f"train.optimizer.name: {opt.name!r} has no optax counterpart here")
+
+
+def applied_lr_array(opt_state) -> Any:
+    """The lr the last update applied, as a device scalar (no host sync): what
+    `optax_optimizer`'s inject_hyperparams recorded (before any update: step 0's)."""
+    import optax
+
+    def recorded(path, value) -> bool:  # hyperparams["learning_rate"], not its schedule's state
+        return any(getattr(key, "name", getattr(key, "key", None)) == "hyperparams" for key in path)
+
+    lr = optax.tree_utils.tree_get(opt_state, "learning_rate", filtering=recorded)
+    if lr is None:
+        raise KeyError("no learning_rate in the optimizer state: not built by optax_optimizer")
+    return lr
+
+
+def applied_lr(opt_state) -> float:
+    """`applied_lr_array` on the host (a device->host read: call it outside a timed step)."""
+    return float(applied_lr_array(opt_state))
 
 
 class CompileCounter:
-    """Counts XLA compilations of one function, by the `fun_name` JAX reports
-    (`jit(<name>)`): setup does many small eager compiles that are not the step's.
+    """Counts XLA compilations of the step's functions, by the `fun_name` JAX reports
+    (`jit(<name>)`): setup does many small eager compiles that are not the step's. A
+    step made of several jitted functions (per-micro-batch gradients, the optimizer
+    update) names them all; their compilations add up.
 
     Some libraries clear every monitoring listener (Tunix's PeftTrainer does, at the end
     of `train()`), so `ensure_listening()` re-registers after them; it never registers
     twice, which would count every compilation twice.
     """
 
-    def __init__(self, function_name: str) -> None:
-        self.marker = f"({function_name})"
+    def __init__(self, *function_names: str) -> None:
+        if not function_names:
+            raise ValueError("CompileCounter: name at least one jitted function to count")
+        self.markers = tuple(f"({name})" for name in function_names)
         self.stats = CompileStats()
         self.other = 0  # every other compilation, for the record
 
     def on_event(self, event: str, duration: float, **kwargs) -> None:
         if event != COMPILE_EVENT:
             return
-        if self.marker in str(kwargs.get("fun_name", "")):
+        name = str(kwargs.get("fun_name", ""))
+        if any(marker in name for marker in self.markers):
             self.stats.count += 1
             self.stats.seconds += duration
         else:

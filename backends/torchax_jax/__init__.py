@@ -1,7 +1,8 @@
-"""Backend `torchax`: a Hugging Face PyTorch model whose whole training step JAX compiles
-(W5): the model is built by PyTorch, moved to the JAX device, and forward + loss + grad +
-optax update become one XLA program. The third path to a TPU beside PyTorch/XLA and a
-JAX rewrite."""
+"""Backend `torchax`: a Hugging Face PyTorch model whose training step JAX compiles (W5):
+the model is built by PyTorch, its tensors become JAX arrays on a (data, fsdp) mesh, and
+the step is two XLA programs: forward + loss + gradients per micro-batch (one compile per
+micro-batch length), and the optax update per optimizer step. The third path to a TPU
+beside PyTorch/XLA and a JAX rewrite."""
 
 from __future__ import annotations
 
@@ -20,14 +21,15 @@ def _load():
 
 BACKEND_INFO = BackendInfo(
     name="torchax",
-    summary="a PyTorch model trained by JAX (torchax + optax), one XLA program per step",
+    summary="a PyTorch model trained by JAX (torchax + optax): a gradient and an update program",
     requires=("torchax", "jax", "optax", "transformers", "peft"),
     install="pip install torchax jax optax (with torch 2.9: the xla-fsdpv2 environment works)",
     options=TorchaxOptions,
     load=_load,
     priority=10,
     # A (data, fsdp) mesh: rows split over both axes, weights sharded over fsdp. bf16
-    # for LoRA only: torchax has no autocast to run a full fine-tune's fp32 master
-    # weights in bf16.
+    # and fp16 for LoRA only: torchax has no autocast to run a full fine-tune's fp32
+    # master weights in bf16 (refused in setup, naming train.precision); no gradient
+    # checkpointing (refused in setup, naming train.gradient_checkpointing).
     capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True),
 )

@@ -1,26 +1,35 @@
 """torchax: PyTorch model, JAX training step.
 
 The model (with peft LoRA) is built with torchax off, from the same seed as every other
-backend, then moved to the JAX device. Trainable parameters are split from frozen weights
-and buffers; `torchax.train.make_train_step` turns forward, loss (the same token-weighted
-sum, over all micro-batches of the step), gradient and the optax update into one function
-that `jax.jit` compiles, donating the weights and optimizer state. The attention mask is
-applied (W5's write-up dropped it, which changes what is computed).
+backend, cast to the plan's dtypes, and its tensors become JAX arrays placed on a
+(data, fsdp) mesh: weights split along dim 0 over `fsdp` (FSDP-style; XLA inserts the
+gathers), every input's rows split over both axes, so each device computes its own
+rows. The step is two jitted programs: one per micro-batch (forward through
+`torch.func.functional_call`, the token-weighted loss, gradients added to a donated
+accumulator), compiled once per micro-batch length, and one optax update per optimizer
+step. One program taking all of a step's micro-batches would compile once per
+*combination* of lengths, i.e. nearly every step under bucketed padding. The attention
+mask is applied (W5's write-up dropped it, which changes what is computed).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 import torch
 
 from backends import jax_common
-from backends.hf_common.model import apply_lora, build_model, model_facts, token_loss_sum
+from backends.hf_common.model import apply_lora, build_model, cast_to_plan, model_facts, token_loss_sum
+from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.torchax_jax.compat import allow_removed_named_overloads
-from harness.backend import Backend, ModelFacts, Probe
+from harness.backend import Backend, ModelFacts, Probe, WorkLog
 
-STEP_NAME = "bench_train_step"  # jit reports compilations of it as jit(bench_train_step)
+# jit reports compilations as jit(<name>): the step's two programs, told apart from setup's.
+GRAD_NAME = "bench_grad_step"
+APPLY_NAME = "bench_apply_step"
+MESH_AXES = ("data", "fsdp")
 
 
 def configure_jax(cpu_devices: int) -> None:
@@ -28,7 +37,27 @@ def configure_jax(cpu_devices: int) -> None:
     jax_common.request_cpu_devices(cpu_devices)
 
 
+class DeferredLrLog(WorkLog):
+    """A work log whose lr is a device scalar until the step's account is taken.
+
+    The lr the optimizer applied lives on the device; reading it to the host inside the
+    step would add a sync to the timed region. `StepRecorder.end` takes the account
+    after its sync and after the clock has stopped, so the host read happens there."""
+
+    def applied_lr(self, lr) -> None:
+        self.lr = lr
+
+    def take(self):
+        if self.lr is not None:
+            self.lr = float(self.lr)
+        return super().take()
+
+
 class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.work = DeferredLrLog()
+
     @classmethod
     def probe(cls) -> Probe:
         configure_jax(4)
@@ -36,123 +65,212 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        configure_jax(self.options.cpu_devices)
-        import jax
+        self._refuse_what_torchax_cannot_run()
+        configure_jax(self.plan.devices)
         import torchax
 
         self._listen_for_compiles()
-        model = apply_lora(build_model(self.scenario), self.scenario).float()  # torchax still off
+        self.devices = self._plan_devices()
+        self.mesh = self._mesh()
+        model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
         facts = model_facts(model)
-        self.devices = jax.devices()
         self.env = torchax.default_env()
-        with self.env:
-            model.to("jax")
-        self.model = model
-        self.weights = {n: p for n, p in model.named_parameters() if p.requires_grad}
-        self.buffers = {**{n: p for n, p in model.named_parameters() if not p.requires_grad}, **dict(model.named_buffers())}
-        self._place_on_mesh()
-        self.step_fn = self._compiled_step()
+        self._place_model(model)
+        self.optimizer = jax_common.optax_optimizer(self.scenario.train, self.plan.lr)
+        self.opt_state = self._place(self.optimizer.init(self.weights))
+        self.carry = self._zero_carry()
+        self.compute_dtype = None  # measured: the logits' dtype when the step is traced
+        self.row_shards = set()  # the distinct row blocks the devices were handed
+        self.grad_fn, self.apply_fn = self._grad_step(), self._apply_step()
         return facts
 
+    def _refuse_what_torchax_cannot_run(self) -> None:
+        """This step uses no autocast: the matmuls run in the weights' dtype. With LoRA the
+        frozen weights set it; a full fine-tune's weights are the fp32 master copy, so
+        it cannot compute in another dtype. JAX differentiates the step, so torch's
+        activation checkpointing would do nothing: asked for, it is refused, not ignored."""
+        if self.plan.gradient_checkpointing:
+            raise ValueError("train.gradient_checkpointing: torchax here recomputes no activations "
+                             "(JAX differentiates the step; torch's checkpointing does not apply); set it false")
+        precision = self.plan.precision
+        if self.plan.method == "full" and precision.compute != precision.trainable_params:
+            raise ValueError(f"train.precision: {precision.name} needs {precision.compute} compute over "
+                             f"{precision.trainable_params} trained weights; the torchax step has no autocast "
+                             f"(use fp32, or LoRA)")
+
     def _listen_for_compiles(self) -> None:
-        self.compiles = jax_common.CompileCounter(STEP_NAME)
+        self.compiles = jax_common.CompileCounter(GRAD_NAME, APPLY_NAME)
         self.compiles.ensure_listening()
 
-    def _place_on_mesh(self) -> None:
-        """Weights and their optimizer state split along dim 0 over the mesh (FSDP-style;
-        XLA inserts the gathers), batches split by rows. The optimizer state is placed
-        before the first step, else step 2 recompiles (platform-notes.md)."""
+    def _plan_devices(self) -> list:
+        import jax
+
+        found = jax.devices()
+        if len(found) < self.plan.devices:
+            raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(found)} "
+                             f"({found[0].platform}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r})")
+        return found[: self.plan.devices]
+
+    def _mesh(self):
+        import numpy as np
+        from jax.sharding import Mesh
+
+        shape = tuple(self.plan.mesh[axis] for axis in MESH_AXES)
+        return Mesh(np.array(self.devices).reshape(shape), MESH_AXES)
+
+    def _sharding(self, spec=()):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec(*spec))
+
+    def _weight_sharding(self, array):
+        """FSDP-style: dim 0 split over `fsdp` where it divides; the rest (and all of
+        it when fsdp is 1) replicated."""
+        fsdp = self.plan.mesh["fsdp"]
+        if fsdp > 1 and array.ndim and array.shape[0] % fsdp == 0:
+            return self._sharding(("fsdp",))
+        return self._sharding()
+
+    def _place(self, tree):
+        import jax
+
+        return jax.tree_util.tree_map(lambda a: jax.device_put(a, self._weight_sharding(a)), tree)
+
+    def _place_model(self, model: torch.nn.Module) -> None:
+        """Trained weights, frozen weights and buffers as JAX arrays on the mesh, each
+        converted from the host tensor straight to its shards. The module stays on the
+        host, never read: `functional_call` substitutes every tensor (tied weights
+        included), and an unsharded copy of the model on one device would only cost
+        device memory."""
+        from torchax.ops.mappings import t2j
+
+        params = dict(model.named_parameters())
+        self.weights = self._place({n: t2j(p.detach()) for n, p in params.items() if p.requires_grad})
+        self.frozen_names = {n for n, p in params.items() if not p.requires_grad}
+        constants = {**{n: params[n] for n in self.frozen_names}, **dict(model.named_buffers())}
+        self.buffers = self._place({n: t2j(t.detach()) for n, t in constants.items()})
+        self.model = model
+
+    def _zero_carry(self):
+        """(loss sum, gradient sum) of a step before its first micro-batch, placed like
+        the weights (the accumulator the grad program donates and returns)."""
         import jax
         import numpy as np
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-        from torchax.interop import jax_view, torch_view
 
-        self.mesh = Mesh(np.array(self.devices), ("fsdp",))
-        self.replicated = NamedSharding(self.mesh, PartitionSpec())
-        self.by_rows = NamedSharding(self.mesh, PartitionSpec("fsdp"))
-        n = len(self.devices)
+        zeros = {n: jax.device_put(np.zeros(a.shape, a.dtype), a.sharding) for n, a in self.weights.items()}
+        return jax.device_put(np.zeros((), np.float32), self._sharding()), zeros
 
-        def shard(array):  # FSDP-style: split dim 0 over the mesh where it divides
-            spec = PartitionSpec("fsdp") if array.ndim and array.shape[0] % n == 0 else PartitionSpec()
-            return jax.device_put(array, NamedSharding(self.mesh, spec))
-
-        place = lambda tree: torch_view(jax.tree_util.tree_map(shard, jax_view(tree)))  # noqa: E731
-        self.weights, self.buffers = place(self.weights), place(self.buffers)
-        self.optimizer = self._optimizer()
-        from torchax.interop import call_jax
-
-        self.opt_state = place(call_jax(self.optimizer.init, self.weights))
-
-    def _optimizer(self):
-        return jax_common.optax_optimizer(self.scenario.train)
-
-    def _compiled_step(self):
+    def _shardings(self, tree):
         import jax
-        from torchax.interop import jax_view, torch_view
-        from torchax.train import make_train_step
 
-        model = self.model
+        return jax.tree_util.tree_map(lambda a: a.sharding, tree)
 
-        def model_fn(weights, buffers, args):
-            return [torch.func.functional_call(model, {**weights, **buffers}, args=(),
-                                               kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False}).logits
-                    for ids, mask in args]
+    # ------------------------------------------------------------------ the two programs
+    def _grad_step(self):
+        """jit(bench_grad_step): one micro-batch's loss and gradients, added to the
+        donated carry. Its output shardings are pinned to the carry's, so the next
+        call finds the shardings it was compiled for (else it would recompile)."""
+        import jax
+        from torchax.interop import jax_view
 
-        def loss_fn(outputs, label):
-            labels, normaliser = label
-            return sum(token_loss_sum(logits, lab) for logits, lab in zip(outputs, labels)) / normaliser
+        loss_of = jax_view(self._micro_batch_loss)
+        value_and_grad = jax.value_and_grad(loss_of)
 
-        as_jax = jax_view(make_train_step(model_fn, loss_fn, self.optimizer))
+        def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
+            loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
+            total, accumulated = carry
+            return total + loss, jax.tree_util.tree_map(jax.numpy.add, accumulated, grads)
 
-        def bench_train_step(*args):  # named, so its compilations can be told apart
-            return as_jax(*args)
+        return jax.jit(bench_grad_step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
 
-        return torch_view(jax.jit(bench_train_step, donate_argnums=(0, 2)))
+    def _micro_batch_loss(self, weights, buffers, ids, mask, labels, normaliser):
+        """Torch side (torchax tensors): sum of the token losses over the step's loss
+        tokens, so the micro-batches of a step add up to the torch backend's loss."""
+        logits = torch.func.functional_call(
+            self.model, {**weights, **buffers}, args=(),
+            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False}).logits
+        self.compute_dtype = logits.dtype  # static: recorded while jit traces
+        return token_loss_sum(logits, labels) / normaliser
 
-    def data_parallel_size(self) -> int:
-        return 1  # every device sees its share of each micro-batch's rows (placed by rows)
+    def _apply_step(self):
+        """jit(bench_apply_step): the optax update of one optimizer step. It returns a
+        zeroed carry for the next step (in the donated gradients' buffers) and the lr
+        the update used, read from the optimizer state (not from the plan). The step's
+        loss is not an argument: it is donated nowhere, so the caller can read it late."""
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        optimizer = self.optimizer
+
+        def bench_apply_step(grads, weights, opt_state):
+            updates, opt_state = optimizer.update(grads, opt_state, weights)
+            weights = optax.apply_updates(weights, updates)
+            zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
+            return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
+
+        out = (self._shardings(self.weights), self._shardings(self.opt_state), self._shardings(self.carry),
+               self._sharding())
+        return jax.jit(bench_apply_step, donate_argnums=(0, 1, 2), out_shardings=out)
 
     # ------------------------------------------------------------------ steps
-    def _to_device(self, array):
+    def _rows(self, array):
+        """A micro-batch input with its rows split over (data, fsdp): every device gets
+        different rows (the plan makes rows_per_forward divide by data x fsdp)."""
         import jax
-        from torchax.interop import torch_view
 
-        rows = array.shape[0] if array.ndim else 0
-        sharding = self.by_rows if rows and rows % len(self.devices) == 0 else self.replicated
-        return torch_view(jax.device_put(array, sharding))
+        placed = jax.device_put(array, self._sharding((MESH_AXES,)))
+        self.row_shards = {str(s.index) for s in placed.addressable_shards}
+        return placed
 
     def train_step(self, batch):
+        import jax
         import numpy as np
 
-        args = tuple((self._to_device(m.input_ids), self._to_device(m.attention_mask)) for m in batch.micro_batches)
-        labels = tuple(self._to_device(m.labels) for m in batch.micro_batches)
-        normaliser = self._to_device(np.asarray(max(batch.num_loss_tokens, 1), dtype=np.float32))
-        with self.env:
-            loss, self.weights, self.opt_state = self.step_fn(self.weights, self.buffers, self.opt_state, args,
-                                                              (labels, normaliser))
+        normaliser = jax.device_put(np.asarray(max(batch.num_loss_tokens, 1), np.float32), self._sharding())
+        carry = self.carry
+        for micro in batch.micro_batches:
+            ids, mask, labels = (self._rows(a) for a in (micro.input_ids, micro.attention_mask, micro.labels))
+            self.work.fed(micro.attention_mask)
+            carry = self.grad_fn(self.weights, self.buffers, ids, mask, labels, normaliser, carry)
+        loss, grads = carry
+        self.weights, self.opt_state, self.carry, lr = self.apply_fn(grads, self.weights, self.opt_state)
+        self.work.applied_lr(lr)
         self.last = loss
         return loss
 
     def sync(self) -> None:
         import jax
-        from torchax.interop import jax_view
 
         if getattr(self, "last", None) is not None:
-            jax.block_until_ready((jax_view(self.last), jax_view(self.weights)))
+            jax.block_until_ready((self.last, self.weights, self.opt_state))
 
     def loss_value(self, loss) -> float:
-        import numpy as np
-        from torchax.interop import jax_view
-
-        return float(np.asarray(jax_view(loss)))
+        return float(loss)
 
     # ------------------------------------------------------------------ facts
-    def extra_facts(self) -> dict[str, Any]:
-        from torchax.interop import jax_view
+    def done(self) -> dict[str, Any]:
+        dtypes = {
+            "trainable_params": _joined(a.dtype for a in self.weights.values()),
+            "frozen_params": _joined(self.buffers[n].dtype for n in self.frozen_names),
+            "optimizer_state": self._optimizer_state_dtype(),
+            "compute": torch_dtype_name(self.compute_dtype) if self.compute_dtype is not None else None,
+        }
+        return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": len(self.row_shards)}
 
-        specs = [str(jax_view(t).sharding.spec) for t in [*self.weights.values(), *self.buffers.values()]]
-        return {"devices": len(self.devices), "num_params_total": len(specs),
-                "num_params_sharded": sum("fsdp" in s for s in specs), "shardings": sorted(set(specs))}
+    def _optimizer_state_dtype(self) -> str | None:
+        """The dtype of the optimizer's per-parameter state (moments; scalars such as
+        the step count and the injected lr are not state of the weights)."""
+        import jax
+
+        leaves = jax.tree_util.tree_leaves(self.opt_state)
+        return _joined(a.dtype for a in leaves if a.ndim > 0 and jax.numpy.issubdtype(a.dtype, jax.numpy.floating))
+
+    def extra_facts(self) -> dict[str, Any]:
+        specs = [str(a.sharding.spec) for a in [*self.weights.values(), *self.buffers.values()]]
+        return {"devices": len(self.devices), "mesh": dict(self.mesh.shape), "num_params_total": len(specs),
+                "num_params_sharded": sum("fsdp" in s for s in specs), "shardings": sorted(set(specs)),
+                "other_compiles": self.compiles.other}
 
     def versions(self) -> dict[str, str]:
         import jax
@@ -164,3 +282,8 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         return {"python": sys.version.split()[0], "torch": torch.__version__, "torchax": torchax.__version__,
                 "jax": jax.__version__, "optax": optax.__version__, "transformers": transformers.__version__,
                 "peft": peft.__version__}
+
+
+def _joined(dtypes) -> str | None:
+    """Distinct dtype names joined by '+' (as hf_common.parameter_dtypes does); None if none."""
+    return "+".join(sorted({jax_common.dtype_name(d) for d in dtypes})) or None
