@@ -9,45 +9,75 @@ from __future__ import annotations
 
 import re
 
-# Peak dense bf16 FLOP/s per chip, from the vendors' datasheets (metrics.md):
+# Peak dense bf16 FLOP/s per chip, from the vendors' datasheets (metrics.md). A key
+# without a peak (a device we can name but whose peak we have not verified) gets no MFU.
 PEAK_BF16_FLOPS: dict[str, float] = {
     "tpu-v4": 275e12,  # cloud.google.com/tpu/docs/v4
     "tpu-v5e": 197e12,  # cloud.google.com/tpu/docs/v5e
     "tpu-v5p": 459e12,  # cloud.google.com/tpu/docs/v5p
     "tpu-v6e": 918e12,  # cloud.google.com/tpu/docs/v6e (Trillium)
-    "a100": 312e12,  # NVIDIA A100 datasheet, dense BF16 tensor core
+    "a100-40gb": 312e12,  # NVIDIA A100 datasheet, dense BF16 tensor core
+    "a100-80gb": 312e12,  # same die and clocks as the 40GB part
     "h100-sxm": 989e12,  # NVIDIA H100 datasheet, SXM5 dense BF16
     "h100-pcie": 756e12,  # NVIDIA H100 datasheet, PCIe dense BF16
+    "h100-nvl": 835e12,  # NVIDIA H100 NVL datasheet: 1,671 TFLOPS BF16 with sparsity, half dense
     "h200": 989e12,  # NVIDIA H200 datasheet, dense BF16 (same die as H100 SXM)
+    "gh200": 989e12,  # NVIDIA GH200 datasheet: the H100-class GPU of the superchip, dense BF16
     "l4": 121e12,  # NVIDIA L4 datasheet, dense BF16
+    "l40s": 362e12,  # NVIDIA L40S datasheet: 733 TFLOPS BF16 with sparsity, half dense
+    "l40": 181e12,  # NVIDIA L40 datasheet: 362 TFLOPS BF16 with sparsity, half dense
+    "b200": 2250e12,  # NVIDIA HGX B200 datasheet: 4.5 PFLOPS FP16/BF16 with sparsity per GPU, half dense
 }
 # A CPU has no meaningful bf16 peak for this purpose: MFU is reported as absent.
 
 # Generations whose slice names count TensorCores, two per chip.
 _CORES_PER_CHIP = {"tpu-v4": 2, "tpu-v5p": 2}
 
+# Device names exactly as the runtimes report them -> catalog key. Whole-name matches
+# only: a substring test once took an L40S for an L4 (3x the wrong peak, the wrong
+# price) and a GH200 for an H200. A name not listed is unknown: no MFU, no price.
+_CUDA_NAMES: tuple[tuple[str, str], ...] = (  # torch.cuda.get_device_name / nvidia-smi
+    (r"nvidia h100 80gb hbm3|nvidia h100 sxm5? ?(80gb|94gb)?|nvidia h100", "h100-sxm"),
+    (r"nvidia h100 pcie", "h100-pcie"),
+    (r"nvidia h100 nvl", "h100-nvl"),
+    (r"nvidia h200|nvidia h200 141gb hbm3e", "h200"),
+    (r"nvidia gh200 (480gb|144g hbm3e|96gb hbm3)", "gh200"),
+    (r"nvidia a100-(sxm4|pcie)-40gb|nvidia a100 40gb pcie", "a100-40gb"),
+    (r"nvidia a100-(sxm4|pcie)-80gb|nvidia a100 80gb pcie", "a100-80gb"),
+    (r"nvidia l4", "l4"),
+    (r"nvidia l40", "l40"),
+    (r"nvidia l40s", "l40s"),
+    (r"nvidia b200", "b200"),
+)
+_TPU_NAMES: tuple[tuple[str, str], ...] = (  # JAX device_kind, or a slice/generation name
+    (r"tpu v4|v4(-\d+)?", "tpu-v4"),
+    (r"tpu v5 lite|tpu v5e|v5e(-\d+)?|v5litepod(-\d+)?|v5lite(-\d+)?", "tpu-v5e"),
+    (r"tpu v5|tpu v5p|v5p(-\d+)?", "tpu-v5p"),
+    (r"tpu v6 lite|tpu v6e|v6e(-\d+)?", "tpu-v6e"),
+    (r"tpu7x|tpu 7x|tpu7x(-\d+)?|7x(-\d+)?", "tpu-7x"),  # Ironwood: named, no verified peak or price yet
+)
+
+
+def identify(kind: str, name: str) -> str | None:
+    """The catalog key of a device name as its runtime reports it, or None if unknown."""
+    text = " ".join((name or "").lower().split())
+    table = {"cuda": _CUDA_NAMES, "tpu": _TPU_NAMES}.get(kind, ())
+    for pattern, key in table:
+        if re.fullmatch(pattern, text):
+            return key
+    return None
+
 
 def catalog_key(kind: str, name: str) -> str:
-    """`cpu`, `h100-sxm`, `tpu-v5e`, ...: the key for prices and peaks."""
-    text = (name or "").lower()
+    """`cpu`, `h100-sxm`, `tpu-v5e`, ...: the key for prices and peaks. An unknown device
+    is `<kind>-unknown`, which has no peak and no price (never a neighbour's)."""
     if kind == "cpu":
         return "cpu"
-    if kind == "cuda":
-        for needle, key in (("h200", "h200"), ("h100", "h100-sxm"), ("a100", "a100"), ("l4", "l4")):
-            if needle in text:
-                return "h100-pcie" if key == "h100-sxm" and "pcie" in text else key
-        return "gpu-unknown"
-    if kind == "tpu":
-        if "v6" in text:
-            return "tpu-v6e"
-        if "v5 lite" in text or "v5e" in text or "v5lite" in text:
-            return "tpu-v5e"
-        if "v5" in text:
-            return "tpu-v5p"
-        if "v4" in text:
-            return "tpu-v4"
-        return "tpu-unknown"
-    return f"{kind}-unknown"
+    return identify(kind, name) or f"{kind}-unknown"
+
+
+def is_unknown(key: str) -> bool:
+    return key.endswith("-unknown")
 
 
 def chips_in_slice(slice_name: str) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from harness import cost as cost_model
 from harness import metrics as metric_fns
 from harness import plan as plans
-from harness.accelerators import catalog_key
+from harness.accelerators import catalog_key, is_unknown
 from harness.provenance import code_revision, host, utc_iso
 from harness.store import SCHEMA, SCHEMA_VERSION
 
@@ -28,6 +28,9 @@ def accelerator_from(facts: dict[str, Any] | None, probe) -> dict[str, Any]:
     acc = dict(facts["accelerator"]) if facts else {"kind": probe.device_kind, "name": probe.device_name,
                                                      "count": max(1, probe.device_count)}
     acc.setdefault("catalog_key", catalog_key(acc["kind"], acc.get("name", "")))  # declared ones keep theirs
+    if is_unknown(acc["catalog_key"]):
+        acc["warning"] = (f"{acc.get('name')!r} is not in the accelerator catalog: no MFU and no price "
+                          "(never a neighbouring device's); add it to harness/accelerators.py and prices")
     return acc
 
 
