@@ -93,6 +93,10 @@ class ModelFacts:
     head_dim: int
     hidden_size: int
     vocab_size: int
+    # What the FLOPs convention needs, as built: vocab_size, hidden_size,
+    # intermediate_size, num_layers, num_heads, num_kv_heads, head_dim and every
+    # layer's attention window (None: full). None: the scenario's architecture is used.
+    architecture: dict | None = None
 
 
 @dataclass

@@ -80,7 +80,11 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
     return {
         "usd_run": usd(chips, metrics["run_time_s"], price),
         "usd_steady_state": usd(chips, metrics["measured_time_s"], price),
-        "usd_per_1m_tokens_real": usd(chips, 1e6 / metrics["tokens_per_s_real"], price),
+        # Steady state (no compiling step), and over every measured step (recompiles too).
+        "usd_per_1m_tokens_real": usd(chips, 1e6 / metrics["tokens_per_s_real"], price)
+        if metrics.get("tokens_per_s_real") else None,
+        "usd_per_1m_tokens_real_effective": usd(chips, 1e6 / metrics["tokens_per_s_real_effective"], price)
+        if metrics.get("tokens_per_s_real_effective") else None,
         "chips": chips,
         "price": price.to_json(),
     }

@@ -42,7 +42,7 @@ def _benchmark(record: dict[str, Any]) -> dict[str, Any]:
                        "tokens_per_s_real": record["metrics"]["tokens_per_s_real"],
                        "num_recompiles": record["metrics"]["num_recompiles"]},
         "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": len(times), "max_time": 0,
-                    "min_time": 0, "warmup": record["metrics"]["step_time_s"]["n"] != len(record["raw"]["loop"]["steps"])},
+                    "min_time": 0, "warmup": record["metrics"]["measured_steps"] != len(record["raw"]["loop"]["steps"])},
         "stats": _stats(times),
     }
 

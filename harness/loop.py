@@ -28,6 +28,7 @@ class StepSample:
     num_compiles: int  # compilations that happened during this step
     compile_s: float
     rows: int = 0  # rows the plan's batch holds
+    row_tokens: list[int] = field(default_factory=list)  # each row's real tokens (attention FLOPs per row)
     loss: float | None = None
     lr: float | None = None  # the learning rate the backend applied in this step
     done: dict[str, int] | None = None  # rows and tokens the backend counted feeding its devices
@@ -82,7 +83,7 @@ class StepRecorder:
             start_s=start - self.origin, time_s=stop - start,
             tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
             seq_len=max(batch.seq_lens), seq_lens=list(batch.seq_lens), num_compiles=after.count - before.count,
-            compile_s=after.seconds - before.seconds, rows=batch.rows,
+            compile_s=after.seconds - before.seconds, rows=batch.rows, row_tokens=batch.row_tokens,
         )
         sample.done, sample.lr = self.backend.work.take()
         sample.loss = None if loss is None else self.backend.loss_value(loss)  # after the clock

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from harness.accelerators import peak_flops
@@ -38,30 +39,81 @@ def summary(values: Sequence[float]) -> dict[str, float | int]:
 
 
 # --------------------------------------------------------------------------- FLOPs, MFU
-def flops_per_token(model: dict[str, Any], seq_len: int, lora: bool) -> float:
-    """Training FLOPs per token of a dense decoder: 6N + 12*L*H*Q*T (PaLM, appendix B),
-    N = non-embedding parameters of the base model. With LoRA the backward pass computes
-    no gradient for frozen weights, so 6N becomes (2 + 2 + 2r)N, r = trainable fraction."""
-    base = model["num_params"] - model["num_embedding_params"]
-    if lora:
-        base -= model["num_trainable_params"]
-        r = model["num_trainable_params"] / base
-        dense = (2 + 2 + 2 * r) * base
-    else:
-        dense = 6 * base
-    attention = 12 * model["num_layers"] * model["num_heads"] * model["head_dim"] * seq_len
-    return dense + attention
+MFU_CONVENTION = (
+    "model FLOPs per real token: every matmul a token passes through, the LM head included (tied or not); "
+    "full fine-tune 6 per weight, LoRA 4 per frozen weight (forward + input gradient) and 6 per adapter weight; "
+    "attention 12*heads*head_dim per attended key at each row's real length, causal (position p attends p+1 keys), "
+    "sliding-window layers capped at their window; embedding lookups free; padding excluded; dense bf16 peak"
+)
+HFU_CONVENTION = "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
+
+# Gemma 3 interleaves sliding-window layers with a global one: every 6th layer is global
+# (transformers' Gemma3TextConfig layer_types).
+GEMMA3_GLOBAL_EVERY = 6
 
 
-MFU_CONVENTION = {
-    True: "PaLM 6N+12LHQT with LoRA (2+2+2r)N, N non-embedding, real tokens, bf16 peak",
-    False: "PaLM 6N+12LHQT, N non-embedding, real tokens, bf16 peak",
-}
+def layer_windows(arch: dict[str, Any]) -> list[int | None]:
+    """Each decoder layer's attention window (None: full causal attention)."""
+    if arch.get("layer_windows") is not None:
+        return list(arch["layer_windows"])
+    layers, window = arch["num_layers"], arch.get("sliding_window")
+    if arch.get("family", "gemma3") == "gemma3" and window:
+        return [None if (i + 1) % GEMMA3_GLOBAL_EVERY == 0 else window for i in range(layers)]
+    return [None] * layers
 
 
-def model_flops(steps: Iterable[dict[str, Any]], model: dict[str, Any], lora: bool) -> float:
-    """Model FLOPs of the given steps: real tokens x FLOPs/token at each step's length."""
-    return sum(s["tokens_real"] * flops_per_token(model, s["seq_len"], lora) for s in steps)
+def matmul_weights(arch: dict[str, Any]) -> tuple[int, int]:
+    """(decoder layers' matmul weights, LM head weights): the weights a token multiplies."""
+    hidden, heads, kv = arch["hidden_size"], arch["num_heads"], arch["num_kv_heads"]
+    head_dim = arch.get("head_dim") or hidden // heads
+    attention = hidden * head_dim * (2 * heads + 2 * kv)  # q, o; k, v
+    mlp = 3 * hidden * arch["intermediate_size"]  # gate, up, down
+    return arch["num_layers"] * (attention + mlp), arch["vocab_size"] * hidden
+
+
+def keys_attended(length: int, window: int | None) -> int:
+    """Keys attended by all tokens of a causal row of `length` real tokens: position p
+    attends p + 1 keys, at most `window` on a sliding-window layer."""
+    if window is None or length <= window:
+        return length * (length + 1) // 2
+    return window * (window + 1) // 2 + (length - window) * window
+
+
+@dataclass(frozen=True)
+class FlopsModel:
+    """Training FLOPs of a model run, by the convention in MFU_CONVENTION."""
+
+    arch: dict[str, Any]
+    lora: bool
+    adapter_params: int  # LoRA weights (0 for a full fine-tune)
+    checkpointing: bool = False
+
+    def dense_per_token(self) -> float:
+        layers, head = matmul_weights(self.arch)
+        if self.lora:
+            return 4 * (layers + head) + 6 * self.adapter_params
+        return 6 * (layers + head)
+
+    def attention_per_row(self, length: int) -> float:
+        heads = self.arch["num_heads"]
+        head_dim = self.arch.get("head_dim") or self.arch["hidden_size"] // heads
+        return 12 * heads * head_dim * sum(keys_attended(length, w) for w in layer_windows(self.arch))
+
+    def recompute_per_row(self, length: int) -> float:
+        """The decoder layers' forward again (activation checkpointing): 2 per weight
+        and a third of the attention."""
+        if not self.checkpointing:
+            return 0.0
+        layers, _ = matmul_weights(self.arch)
+        return length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
+
+    def model_flops(self, row_lengths: Iterable[int]) -> float:
+        dense = self.dense_per_token()
+        return sum(n * dense + self.attention_per_row(n) for n in row_lengths)
+
+    def hardware_flops(self, row_lengths: Iterable[int]) -> float:
+        rows = list(row_lengths)
+        return self.model_flops(rows) + sum(self.recompute_per_row(n) for n in rows)
 
 
 def mfu(flops_per_s: float, peak_per_chip: float | None, chips: int) -> float | None:
@@ -76,53 +128,85 @@ def measured(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [s for s in steps if s["phase"] == "measure"]
 
 
-def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], lora: bool) -> dict[str, Any]:
-    """All training metrics of a record from its raw section."""
+def steady(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Measured steps that compiled nothing: the steady state (metrics.md)."""
+    return [s for s in measured(steps) if s["num_compiles"] == 0]
+
+
+def _throughput(steps: list[dict[str, Any]], key: str) -> float | None:
+    busy = sum(s["time_s"] for s in steps)
+    return sum(s[key] for s in steps) / busy if steps and busy > 0 else None
+
+
+def _rows(steps: list[dict[str, Any]]) -> list[int]:
+    return [n for s in steps for n in s["row_tokens"]]
+
+
+def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: FlopsModel) -> dict[str, Any]:
+    """All training metrics of a record from its raw section.
+
+    Steady state (step time, tokens/s, MFU) is over the measured steps that compiled
+    nothing; `*_effective` figures are over every measured step, recompiles included:
+    what dynamic shapes really cost. Recompiling steps are counted and timed apart."""
     steps = raw["loop"]["steps"]
     window = raw["loop"]["window"]
-    kept = measured(steps)
+    kept, calm = measured(steps), steady(steps)
+    recompiling = [s for s in kept if s["num_compiles"] > 0]
     warmup = [s for s in steps if s["phase"] == "warmup"]
     chips = accelerator.get("count", 1)
-    busy_s = sum(s["time_s"] for s in kept)
-    real = sum(s["tokens_real"] for s in kept)
-    padded = sum(s["tokens_padded"] for s in kept)
-    flops_per_s = model_flops(kept, raw["model"], lora) / busy_s
+    calm_s = sum(s["time_s"] for s in calm)
     peak = peak_flops(accelerator.get("catalog_key", ""))
-    util = mfu(flops_per_s, peak, chips)
+    flops_per_s = flops.model_flops(_rows(calm)) / calm_s if calm else None
+    hw_flops_per_s = flops.hardware_flops(_rows(calm)) / calm_s if calm else None
+    real_tokens = sum(s["tokens_real"] for s in kept)
+    real = _throughput(calm, "tokens_real")
+    padded = _throughput(calm, "tokens_padded")
     window_recompiles = window["num_compiles"] if window else 0
     out = {
-        "step_time_s": summary([s["time_s"] for s in kept]),
+        "step_time_s": summary([s["time_s"] for s in calm]) if calm else None,
+        "steady_state": (f"{len(calm)} of {len(kept)} measured steps compiled nothing" if calm
+                         else f"none: every one of the {len(kept)} measured steps compiled"),
         "warmup_time_s": sum(s["time_s"] for s in warmup),
         "compile_time_s": sum(s["compile_s"] for s in steps),
         "num_compiles": sum(s["num_compiles"] for s in steps) + window_recompiles,
         "num_recompiles": sum(s["num_compiles"] for s in kept) + window_recompiles,
+        "recompile_steps": len(recompiling),
+        "recompile_steps_time_s": sum(s["time_s"] for s in recompiling),
         "num_setup_compiles": raw["loop"].get("setup_compiles", 0),
-        "tokens_per_s_real": real / busy_s,
-        "tokens_per_s_padded": padded / busy_s,
-        "tokens_per_s_real_per_chip": real / busy_s / chips,
-        "tokens_per_s_padded_per_chip": padded / busy_s / chips,
-        "padding_efficiency": real / padded,
+        "tokens_per_s_real": real,
+        "tokens_per_s_padded": padded,
+        "tokens_per_s_real_per_chip": real / chips if real is not None else None,
+        "tokens_per_s_padded_per_chip": padded / chips if padded is not None else None,
+        "tokens_per_s_real_effective": _throughput(kept, "tokens_real"),
+        "tokens_per_s_padded_effective": _throughput(kept, "tokens_padded"),
+        "padding_efficiency": real_tokens / sum(s["tokens_padded"] for s in kept) if kept else None,
         "window_tokens_per_s_real": window["tokens_real"] / window["time_s"] if window else None,
         "window_tokens_per_s_padded": window["tokens_padded"] / window["time_s"] if window else None,
-        "model_tflops_per_s": flops_per_s / 1e12,
-        "mfu": util,
-        "mfu_convention": MFU_CONVENTION[lora],
+        "model_flops_per_token": flops.model_flops(_rows(kept)) / real_tokens if real_tokens else None,
+        "hardware_flops_per_token": flops.hardware_flops(_rows(kept)) / real_tokens if real_tokens else None,
+        "model_tflops_per_s": flops_per_s / 1e12 if flops_per_s is not None else None,
+        "mfu": mfu(flops_per_s, peak, chips) if flops_per_s is not None else None,
+        "hfu": mfu(hw_flops_per_s, peak, chips) if hw_flops_per_s is not None else None,
+        "mfu_convention": MFU_CONVENTION,
+        "hfu_convention": HFU_CONVENTION,
         "peak_flops_per_chip": peak,
         "peak_memory_gib": _gib(raw["memory"].get("peak_bytes")),
         "peak_memory_kind": raw["memory"].get("kind"),
         "measured_steps": len(kept),
-        "measured_time_s": busy_s,
-        "tokens_real": real,
-        "tokens_padded": padded,
+        "measured_time_s": sum(s["time_s"] for s in kept),
+        "steady_time_s": calm_s,
+        "tokens_real": real_tokens,
+        "tokens_padded": sum(s["tokens_padded"] for s in kept),
         "setup_time_s": raw.get("setup_s"),
         "run_time_s": raw.get("wall_s"),
         "loss_first": steps[0]["loss"] if steps else None,
         "loss_last": steps[-1]["loss"] if steps else None,
     }
-    if util is not None and util > 1:
-        # More than the chip can do: the timing measured dispatch, not execution.
-        out["mfu"] = None
-        out["mfu_invalid"] = f"computed MFU {util:.2f} > 1: step times are not device-synchronised"
+    for name in ("mfu", "hfu"):
+        if out[name] is not None and out[name] > 1:
+            # More than the chip can do: the timing measured dispatch, not execution.
+            out[f"{name}_invalid"] = f"computed {name.upper()} {out[name]:.2f} > 1: step times are not device-synchronised"
+            out[name] = None
     return out
 
 

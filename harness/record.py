@@ -84,6 +84,16 @@ def plan_failure(plan, facts: dict[str, Any]) -> dict[str, Any] | None:
             "differences": found}
 
 
+def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel":
+    """The FLOPs convention's inputs: the architecture the backend reports having built
+    (the scenario's when it reports none) and the LoRA weights it really trains."""
+    train = scenario.train
+    lora = train.method == "lora"
+    arch = model_facts.get("architecture") or scenario.model.architecture()
+    return metric_fns.FlopsModel(arch, lora=lora, adapter_params=model_facts["num_trainable_params"] if lora else 0,
+                                 checkpointing=train.gradient_checkpointing)
+
+
 def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:
     raw, accelerator = record["raw"], record["accelerator"]
     bad = metric_fns.first_non_finite_loss(raw)
@@ -92,8 +102,7 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
         return {"kind": "non_finite_loss",
                 "reason": f"loss became {value} at step {step}: the run computed something wrong "
                           "(learning rate, precision, masking); its speed is not reported"}
-    lora = run.scenario.train.method == "lora"
-    record["metrics"] = metric_fns.training_metrics(raw, accelerator, lora)
+    record["metrics"] = metric_fns.training_metrics(raw, accelerator, flops_model(run.scenario, raw["model"]))
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
     record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
     return None

@@ -12,13 +12,14 @@ from harness.metrics import across_runs, ratio_words
 # (header, unit-bearing formatter input, getter): the summary table's columns.
 SUMMARY_COLUMNS: list[tuple[str, str, Any]] = [
     ("runs", "d", lambda rs: len(rs)),
-    ("step median (s)", ".4g", lambda rs: across_runs(r["metrics"]["step_time_s"]["median"] for r in rs)),
-    ("step p90 (s)", ".4g", lambda rs: across_runs(r["metrics"]["step_time_s"]["p90"] for r in rs)),
+    ("step median (s)", ".4g", lambda rs: across_runs((r["metrics"]["step_time_s"] or {}).get("median") for r in rs)),
+    ("step p90 (s)", ".4g", lambda rs: across_runs((r["metrics"]["step_time_s"] or {}).get("p90") for r in rs)),
     ("compile (s)", ".3g", lambda rs: across_runs(r["metrics"]["compile_time_s"] for r in rs)),
     ("recompiles", ".3g", lambda rs: across_runs(r["metrics"]["num_recompiles"] for r in rs)),
     ("tok/s real", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_real"] for r in rs)),
     ("tok/s padded", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_padded"] for r in rs)),
     ("tok/s real per chip", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_real_per_chip"] for r in rs)),
+    ("tok/s real effective", ".4g", lambda rs: across_runs(r["metrics"].get("tokens_per_s_real_effective") for r in rs)),
     ("MFU", ".2%", lambda rs: across_runs(r["metrics"]["mfu"] for r in rs)),
     ("peak mem (GiB)", ".3g", lambda rs: across_runs(r["metrics"]["peak_memory_gib"] for r in rs)),
     ("$/run", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_run") for r in rs)),
@@ -209,6 +210,8 @@ def _sensitivity(rows: list[Row], base: Row) -> list[dict[str, Any]]:
             continue
         a = Fleet(row.key[2], row.records[0]["accelerator"].get("count", 1))
         b = Fleet(base.key[2], base.records[0]["accelerator"].get("count", 1))
+        if not base.value("step median (s)") or not row.value("step median (s)"):
+            continue  # no steady state on one side: no speed-up to price
         speedup = base.value("step median (s)") / row.value("step median (s)")
         factors = [0.5, 0.75, 1.0, 1.25, 1.5]
         try:

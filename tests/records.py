@@ -10,8 +10,10 @@ from harness import metrics
 from harness.cost import load_catalog, price_for, training_cost
 from harness.store import SCHEMA, SCHEMA_VERSION
 
+ARCH = {"vocab_size": 8192, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4,
+        "num_kv_heads": 1, "head_dim": 16, "layer_windows": [None, None]}
 MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
-         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192}
+         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192, "architecture": ARCH}
 
 
 def make_record(times, *, name="tiny", variant="default", backend="torch", kind="cpu", device="AMD EPYC",
@@ -21,6 +23,7 @@ def make_record(times, *, name="tiny", variant="default", backend="torch", kind=
     compiles = compiles or [0] * len(all_times)
     steps = [{"index": i, "phase": "warmup" if i < len(warmup) else "measure", "start_s": float(i), "time_s": t,
               "tokens_real": tokens, "tokens_padded": padded, "seq_len": 128, "num_compiles": compiles[i],
+              "row_tokens": [tokens // 8] * 8,
               "compile_s": 0.0, "loss": 2.0 - 0.01 * i} for i, t in enumerate(all_times)]
     raw = {"loop": {"steps": steps, "window": None, "setup_compiles": 0}, "model": MODEL,
            "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"}, "setup_s": 1.0,
@@ -40,7 +43,8 @@ def make_record(times, *, name="tiny", variant="default", backend="torch", kind=
         "raw": raw, "metrics": None, "cost": None,
     }
     if status == "ok":
-        record["metrics"] = metrics.training_metrics(raw, accelerator, lora=True)
+        flops = metrics.FlopsModel(ARCH, lora=True, adapter_params=MODEL["num_trainable_params"])
+        record["metrics"] = metrics.training_metrics(raw, accelerator, flops)
         price = price_for(catalog_key, None, load_catalog())
         record["cost"] = training_cost(record["metrics"], chips, price)
     return record

@@ -120,13 +120,15 @@ def test_device_names_map_to_their_own_catalog_key_or_none(kind, name, key):
 
 
 def test_a_run_on_an_unknown_device_gets_no_mfu_no_price_and_a_warning():
-    from harness.metrics import training_metrics
+    from harness.metrics import FlopsModel, training_metrics
     from harness.record import accelerator_from
 
     acc = accelerator_from({"accelerator": {"kind": "cuda", "name": "NVIDIA H800", "count": 1}}, None)
     assert acc["catalog_key"] == "cuda-unknown" and "NVIDIA H800" in acc["warning"]
     raw = {"loop": {"steps": [{"phase": "measure", "time_s": 1.0, "tokens_real": 10, "tokens_padded": 10,
-                               "seq_len": 8, "num_compiles": 0, "compile_s": 0.0, "loss": 1.0}], "window": None},
-           "model": {"num_params": 100, "num_embedding_params": 10, "num_trainable_params": 100, "num_layers": 1,
-                     "num_heads": 1, "head_dim": 4, "hidden_size": 4, "vocab_size": 10}, "memory": {}}
-    assert training_metrics(raw, acc, lora=False)["mfu"] is None
+                               "seq_len": 8, "num_compiles": 0, "compile_s": 0.0, "loss": 1.0, "row_tokens": [10]}],
+                    "window": None}, "memory": {}}
+    arch = {"vocab_size": 10, "hidden_size": 4, "intermediate_size": 8, "num_layers": 1, "num_heads": 1,
+            "num_kv_heads": 1, "head_dim": 4}
+    metrics = training_metrics(raw, acc, FlopsModel(arch, lora=False, adapter_params=0))
+    assert metrics["mfu"] is None and metrics["model_tflops_per_s"] > 0

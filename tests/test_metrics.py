@@ -7,13 +7,20 @@ import pytest
 
 from harness import metrics
 
-MODEL = {"num_params": 1_000_000 + 200_000 + 10_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
-         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192}
+ARCH = {"vocab_size": 8192, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4,
+        "num_kv_heads": 1, "head_dim": 16, "layer_windows": [32, None]}
+MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
+         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192, "architecture": ARCH}
+FULL = metrics.FlopsModel(ARCH, lora=False, adapter_params=0)
+LORA = metrics.FlopsModel(ARCH, lora=True, adapter_params=10_000)
 
 
-def raw(times, phases, seq_len=128, tokens=1000, window=None):
+def raw(times, phases, seq_len=128, tokens=1000, window=None, compiles=None):
+    rows = [tokens // 8] * 8
+    compiles = compiles or [1 if i == 0 else 0 for i in range(len(times))]
     steps = [{"index": i, "phase": p, "start_s": float(i), "time_s": t, "tokens_real": tokens, "tokens_padded": 2 * tokens,
-              "seq_len": seq_len, "num_compiles": 1 if i == 0 else 0, "compile_s": 0.5 if i == 0 else 0.0, "loss": 1.0}
+              "seq_len": seq_len, "num_compiles": compiles[i], "compile_s": 0.5 if compiles[i] else 0.0, "loss": 1.0,
+              "row_tokens": rows}
              for i, (t, p) in enumerate(zip(times, phases))]
     return {"loop": {"steps": steps, "window": window, "setup_compiles": 0}, "model": MODEL,
             "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"}, "setup_s": 1.0, "wall_s": 10.0}
@@ -27,43 +34,48 @@ def test_percentile_matches_numpy():
 
 def test_warmup_steps_are_excluded_from_statistics():
     data = raw([9.0, 8.0, 1.0, 1.2, 1.1], ["warmup", "warmup", "measure", "measure", "measure"])
-    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, lora=True)
+    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, LORA)
     assert m["step_time_s"]["n"] == 3
     assert m["step_time_s"]["max"] == 1.2 and m["step_time_s"]["median"] == 1.1
     assert m["warmup_time_s"] == 17.0
     assert m["num_compiles"] == 1 and m["num_recompiles"] == 0
 
 
-def test_flops_per_token_by_hand():
-    n = MODEL["num_params"] - MODEL["num_embedding_params"] - MODEL["num_trainable_params"]  # 1,000,000
-    attention = 12 * 2 * 4 * 16 * 128
-    assert metrics.flops_per_token(MODEL, 128, lora=False) == 6 * (n + 10_000) + attention
-    r = 10_000 / n
-    assert metrics.flops_per_token(MODEL, 128, lora=True) == pytest.approx((2 + 2 + 2 * r) * n + attention)
-
-
 def test_mfu_matches_a_hand_computation_for_a_stated_peak():
     data = raw([1.0, 0.5, 0.5], ["warmup", "measure", "measure"])
-    m = metrics.training_metrics(data, {"count": 2, "catalog_key": "tpu-v5e"}, lora=False)
-    flops_per_s = 2 * 1000 * metrics.flops_per_token(MODEL, 128, lora=False) / 1.0
+    m = metrics.training_metrics(data, {"count": 2, "catalog_key": "tpu-v5e"}, FULL)
+    flops_per_s = 2 * FULL.model_flops([125] * 8) / 1.0
     assert m["mfu"] == pytest.approx(flops_per_s / (197e12 * 2))
     assert m["tokens_per_s_real"] == 2000.0 and m["tokens_per_s_real_per_chip"] == 1000.0
 
 
+def test_steady_and_effective_throughput_keep_recompiles_apart():
+    data = raw([5.0, 1.0, 3.0, 1.0, 1.0], ["warmup", "measure", "measure", "measure", "measure"], compiles=[2, 0, 1, 0, 0])
+    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, LORA)
+    assert m["step_time_s"]["n"] == 3 and m["step_time_s"]["max"] == 1.0  # the compiling step is not in it
+    assert m["tokens_per_s_real"] == pytest.approx(3000 / 3.0)
+    assert m["tokens_per_s_real_effective"] == pytest.approx(4000 / 6.0)
+    assert (m["recompile_steps"], m["recompile_steps_time_s"], m["num_recompiles"]) == (1, 3.0, 1)
+    every = metrics.training_metrics(raw([5.0, 3.0], ["warmup", "measure"], compiles=[1, 1]), {"count": 1}, LORA)
+    assert every["step_time_s"] is None and every["tokens_per_s_real"] is None
+    assert "every one of the 1 measured steps compiled" in every["steady_state"]
+    assert every["tokens_per_s_real_effective"] == pytest.approx(1000 / 3.0)
+
+
 def test_mfu_is_absent_on_cpu():
-    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"]), {"count": 1, "catalog_key": "cpu"}, lora=True)
+    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"]), {"count": 1, "catalog_key": "cpu"}, LORA)
     assert m["mfu"] is None and m["peak_flops_per_chip"] is None
 
 
 def test_mfu_above_one_is_withheld():
     data = raw([1.0, 1e-12], ["warmup", "measure"], tokens=10**9)
-    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "h100-sxm"}, lora=False)
+    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "h100-sxm"}, FULL)
     assert m["mfu"] is None and "not device-synchronised" in m["mfu_invalid"]
 
 
 def test_window_throughput_uses_the_single_sync_time():
     window = {"num_steps": 2, "time_s": 0.8, "tokens_real": 400, "tokens_padded": 800, "num_compiles": 0, "losses": [1, 1]}
-    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"], window=window), {"count": 1, "catalog_key": "cpu"}, True)
+    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"], window=window), {"count": 1, "catalog_key": "cpu"}, LORA)
     assert m["window_tokens_per_s_real"] == 500.0
 
 
@@ -71,3 +83,61 @@ def test_non_finite_loss_is_found_with_its_step():
     data = raw([1.0, 0.5, 0.5], ["warmup", "measure", "measure"])
     data["loop"]["steps"][2]["loss"] = float("nan")
     assert metrics.first_non_finite_loss(data)[0] == 2
+
+
+# --------------------------------------------------------------------------- FLOPs by hand
+def hand_flops(arch: dict, layer_types: list[str], rows: list[int], rank: int, targets: list[str]) -> tuple[float, int]:
+    """Training FLOPs of LoRA fine-tuning rows of these lengths, counted by hand: every
+    matmul a token meets, forward 2 FLOPs per weight, backward 2 more for the input
+    gradient of a frozen weight (4 in all) and 4 more for a trained adapter weight
+    (6 in all); the LM head is a matmul whatever its storage; attention QK^T and AV,
+    forward and backward (x3), over the keys each causal position really attends."""
+    d, f, h, k, q, v, layers = (arch[n] for n in ("hidden_size", "intermediate_size", "num_heads", "num_kv_heads",
+                                                  "head_dim", "vocab_size", "num_layers"))
+    shapes = {"q_proj": (d, h * q), "k_proj": (d, k * q), "v_proj": (d, k * q), "o_proj": (h * q, d),
+              "gate_proj": (d, f), "up_proj": (d, f), "down_proj": (f, d)}
+    frozen = layers * sum(i * o for i, o in shapes.values()) + v * d  # the head counts
+    adapters = layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
+    total = 0.0
+    for n in rows:
+        total += n * (4 * frozen + 6 * adapters)
+        for kind in layer_types:
+            window = arch["sliding_window"] if kind == "sliding_attention" else None
+            for position in range(n):
+                keys = position + 1 if window is None else min(position + 1, window)
+                total += 3 * (2 * h * q * keys) * 2  # QK^T and AV, forward + backward
+    return total / sum(rows), adapters
+
+
+@pytest.mark.parametrize("preset", ["gemma-3-270m", "gemma-3-1b", "qwen2.5-3b", "tiny-gemma3"])
+@pytest.mark.parametrize("tied", [True, False])
+def test_records_flops_per_token_match_a_hand_count(preset, tied):
+    transformers = pytest.importorskip("transformers")
+
+    from harness.loader import ResolvedRun, validate
+    from harness.presets import MODEL_PRESETS
+    from harness.record import build_record
+
+    arch = MODEL_PRESETS[preset]
+    layers = arch["num_layers"]
+    if arch["family"] == "gemma3":
+        types = transformers.Gemma3TextConfig(num_hidden_layers=layers, sliding_window=arch["sliding_window"]).layer_types
+    else:
+        types = ["full_attention"] * layers
+    rows = [7, 333, 700, 1024] if arch["family"] == "gemma3" and preset != "tiny-gemma3" else [5, 40, 200, 64]
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    expected, adapters = hand_flops(arch, types, rows, 8, targets)
+    scenario = validate({"name": "flops", "model": {"preset": preset, "arch": {"tie_embeddings": tied}},
+                         "sequence": {"max_length": 1024}, "train": {"lora": {"rank": 8}}}, "t")
+    step = {"index": 1, "phase": "measure", "start_s": 1.0, "time_s": 1.0, "tokens_real": sum(rows),
+            "tokens_padded": 4096, "seq_len": 1024, "seq_lens": [1024], "num_compiles": 0, "compile_s": 0.0,
+            "rows": 4, "row_tokens": rows, "loss": 1.0}
+    facts = {"loop": {"steps": [{**step, "index": 0, "phase": "warmup"}, step], "window": None},
+             "model": {"num_trainable_params": adapters}, "memory": {"peak_bytes": 1, "kind": "cpu_peak_rss"},
+             "accelerator": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1}, "versions": {},
+             "setup_s": 1.0, "wall_s": 3.0}
+    record = build_record(ResolvedRun(scenario, "t", {}, 0, {}), "torch", "python", None, {"facts": facts},
+                          key="k", started=0.0, finished=1.0, catalog={}, command=[])
+    assert record["status"] == "ok", record["failure"]
+    assert record["metrics"]["model_flops_per_token"] == pytest.approx(expected, rel=0.005)
+    assert record["metrics"]["mfu"] == pytest.approx(expected * sum(rows) / 989e12, rel=0.005)

@@ -30,7 +30,9 @@ def test_record_statistics_recompute_exactly_from_raw_samples(tmp_path, results)
     assert done.returncode == 0, done.stderr
     (record,) = records_in(results)
     assert record["status"] == "ok" and record["accelerator"]["kind"] == "cpu"
-    recomputed = metrics.training_metrics(record["raw"], record["accelerator"], lora=True)
+    model = record["raw"]["model"]
+    flops = metrics.FlopsModel(model["architecture"], lora=True, adapter_params=model["num_trainable_params"])
+    recomputed = metrics.training_metrics(record["raw"], record["accelerator"], flops)
     assert recomputed == record["metrics"]
     steps = record["raw"]["loop"]["steps"]
     assert [s["phase"] for s in steps] == ["warmup"] * 2 + ["measure"] * 6

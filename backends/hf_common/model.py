@@ -102,8 +102,21 @@ def model_facts(model: torch.nn.Module) -> ModelFacts:
         num_params=total, num_embedding_params=embedding.weight.numel(), num_trainable_params=trainable,
         num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
         head_dim=getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-        hidden_size=config.hidden_size, vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size, vocab_size=config.vocab_size, architecture=architecture_of(config),
     )
+
+
+def architecture_of(config) -> dict[str, Any]:
+    """The built model's architecture, for the FLOPs convention (harness.metrics)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
+    return {
+        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size, "num_layers": config.num_hidden_layers,
+        "num_heads": config.num_attention_heads, "num_kv_heads": config.num_key_value_heads,
+        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+        "layer_windows": [window if kind == "sliding_attention" else None for kind in types],
+    }
 
 
 def cast_to_plan(model: torch.nn.Module, precision) -> torch.nn.Module:

@@ -67,6 +67,11 @@ class StepBatch:
         return sum(int(m.input_ids.shape[0]) for m in self.micro_batches)
 
     @property
+    def row_tokens(self) -> list[int]:
+        """Each row's real tokens, in order."""
+        return [int(n) for m in self.micro_batches for n in m.attention_mask.sum(axis=1)]
+
+    @property
     def seq_lens(self) -> tuple[int, ...]:
         return tuple(m.seq_len for m in self.micro_batches)
 
