@@ -204,8 +204,18 @@ class FsdpBackend(Backend):
     def compile_stats(self) -> CompileStats:
         """Compilations counted as XLA counts programs: a forward pass that compiled
         anything (one new shape) is one, however many graphs FSDP's hooks cut it into;
-        the graph count is kept in the extra facts."""
-        return CompileStats(count=self.compile_events)
+        the graph count is kept in the extra facts. Seconds: dynamo's own timers of
+        every compilation (tracing, AOT autograd, the backend; the lazily compiled
+        backward graphs too)."""
+        return CompileStats(count=self.compile_events, seconds=self._compile_seconds())
+
+    def _compile_seconds(self) -> float:
+        if not self.options.compile:
+            return 0.0
+        from torch._dynamo.utils import compilation_time_metrics
+
+        return sum(sum(times) for key, times in compilation_time_metrics.items()
+                   if key == "_compile.compile_inner" or key.endswith("bw_compiler"))
 
     def done(self) -> dict[str, Any]:
         """Dtypes of this rank's shards and of its optimizer state; the ranks that fed
