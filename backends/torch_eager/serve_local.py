@@ -44,13 +44,19 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     delays = [0.0] * warm + arrival_delays(spec.num_requests, spec.load)
     records = []
     measured_start = None
+    open_loop = spec.load.request_rate is not None
     for index, (prompt, delay) in enumerate(zip(prompts, delays)):
         if index == warm:
             measured_start = time.perf_counter()
-        if measured_start is not None:  # open loop: a request waits for its arrival time
-            time.sleep(max(0.0, measured_start + delay - time.perf_counter()))
+        arrival = None
+        if measured_start is not None and open_loop:  # a request waits for its arrival time
+            arrival = measured_start + delay
+            time.sleep(max(0.0, arrival - time.perf_counter()))
         record = RequestRecord(index, index < warm, 0.0)
-        _generate(model, handle, prompt["text"], spec, record, origin, device)
+        # Open loop: the clock starts at the request's arrival, so the time it queued
+        # behind earlier requests (one at a time here) is in its TTFT and E2EL, as a
+        # server's queue would be. Closed loop: it is sent when the previous one ends.
+        _generate(model, handle, prompt["text"], spec, record, origin, device, arrival)
         records.append(record)
         if not record.warmup:
             events.emit("request", index=index, total=spec.num_requests, error=record.error)
@@ -62,10 +68,11 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def _generate(model, handle, text: str, spec, record: RequestRecord, origin: float, device) -> None:
+def _generate(model, handle, text: str, spec, record: RequestRecord, origin: float, device,
+              arrival: float | None = None) -> None:
     ids = ([handle.bos_id] if handle.bos_id is not None else []) + handle.encode(text)
     input_ids = torch.tensor([ids], device=device)
-    record.sent_s = time.perf_counter() - origin
+    record.sent_s = (arrival if arrival is not None else time.perf_counter()) - origin
     out = model.generate(
         input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=spec.output_tokens,
         min_new_tokens=spec.output_tokens if spec.force_output_length else None, do_sample=False,

@@ -46,6 +46,17 @@ def local_device() -> dict[str, Any]:
     return {"kind": "cpu", "name": cpu_name(), "count": 1}
 
 
+def launched_device() -> dict[str, Any]:
+    """What a launched server runs on when the scenario does not say: this machine's one
+    device. With several visible, which of them the server uses is the command's business
+    (tensor parallelism, CUDA_VISIBLE_DEVICES): billing them all would be a guess."""
+    device = local_device()
+    if device["count"] > 1:
+        raise ValueError(f"serve.accelerator: {device['count']} {device['name']} devices are visible; declare the "
+                         "ones the launched server uses (e.g. h100-sxm:2), so cost bills exactly those")
+    return device
+
+
 def declared_accelerator(text: str) -> dict[str, Any]:
     from harness.cost import parse_fleet
 
@@ -87,7 +98,7 @@ def execute_serve(scenario, events) -> dict[str, Any]:
             result["server"]["log_tail"] = log_tail(server.log_path)
     accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else result.pop("accelerator", None)
     if accelerator is None:
-        accelerator = local_device() if spec.engine == "launch" else {"kind": "remote", "name": "undeclared", "count": 1}
+        accelerator = launched_device() if spec.engine == "launch" else {"kind": "remote", "name": "undeclared", "count": 1}
     return {"task": "serve", "started_at": started_at, "engine": spec.engine, **result, "accelerator": accelerator,
             "versions": {"python": sys.version.split()[0], **result.pop("versions", {})}, "notes": notes,
             "wall_s": time.perf_counter() - origin}
