@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -71,31 +72,76 @@ class RunProgress:
             self.bar = None
         if record["status"] != "ok":
             self.console.print(f"  [red]failed ({record['failure']['kind']}): {record['failure']['reason']}[/red]")
+        for warning in record.get("warnings") or []:
+            self.console.print(f"  [yellow]warning: {warning}[/yellow]")
         self.console.print(f"  record: {record.get('_path')}")
 
 
+SUMMARY_COLUMNS = ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run")
+
+
+def _summary_row(r: dict[str, Any]) -> tuple[str, Text, list[str]]:
+    """A run's label, its status and its figures, in SUMMARY_COLUMNS order."""
+    m, c = r.get("metrics") or {}, r.get("cost") or {}
+    step = m.get("step_time_s") or (m.get("ttft_s") if r.get("task") == "serve" else None) or {}
+    reduced = " [reduced]" if r["scenario"].get("profile") else ""
+    task = " serve (TTFT)" if r.get("task") == "serve" else ""
+    name = f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}{task}\n" \
+           f"{r['backend']['name']} on {r['accelerator']['catalog_key']}"
+    status = Text("ok", "green") if r["status"] == "ok" else Text(r["failure"]["kind"], "red")
+    values = [fmt(step.get("median"), ".4g"), fmt(step.get("p90"), ".4g"), fmt(m.get("num_recompiles")),
+              fmt(m.get("tokens_per_s_real"), ".4g"),
+              fmt(m.get("mfu"), ".2%") if m.get("mfu") is not None else "n/a",
+              fmt(m.get("peak_memory_gib"), ".3g"), fmt(c.get("usd_run"), ".2g")]
+    return name, status, values
+
+
 def summary_table(records: list[dict[str, Any]]) -> Table:
-    """One row per run; `bench show` has every metric of one record."""
+    """One row per run; `bench show` has every metric of one record. Nothing in it is
+    ever cut with an ellipsis: a cell too wide folds (see `summary` for narrow output)."""
     table = Table(title="bench results")
-    table.add_column("run", min_width=26)
-    table.add_column("status")
-    for column in ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run"):
-        table.add_column(column, justify="right")
+    table.add_column("run", min_width=26, overflow="fold")
+    table.add_column("status", overflow="fold")
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="right", overflow="fold")
     for r in records:
-        m, c = r.get("metrics") or {}, r.get("cost") or {}
-        step = m.get("step_time_s") or (m.get("ttft_s") if r.get("task") == "serve" else None) or {}
-        reduced = " [reduced]" if r["scenario"].get("profile") else ""
-        task = " serve (TTFT)" if r.get("task") == "serve" else ""
-        name = f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}{task}\n" \
-               f"{r['backend']['name']} on {r['accelerator']['catalog_key']}"
-        status = Text("ok", "green") if r["status"] == "ok" else Text(r["failure"]["kind"], "red")
-        table.add_row(
-            Text(name), status, fmt(step.get("median"), ".4g"), fmt(step.get("p90"), ".4g"),
-            fmt(m.get("num_recompiles")), fmt(m.get("tokens_per_s_real"), ".4g"),
-            fmt(m.get("mfu"), ".2%") if m.get("mfu") is not None else "n/a",
-            fmt(m.get("peak_memory_gib"), ".3g"), fmt(c.get("usd_run"), ".2g"),
-        )
+        name, status, values = _summary_row(r)
+        table.add_row(Text(name), status, *values)
     return table
+
+
+def summary_blocks(records: list[dict[str, Any]], width: int) -> Group:
+    """The narrow layout: per run, a line naming it and its status, then `column value`
+    pairs packed into lines of `width`; a pair is never split, nothing is cut."""
+    lines: list[Text] = [Text("bench results", style="italic")]
+    for r in records:
+        name, status, values = _summary_row(r)
+        head = Text(name.replace("\n", " · ") + " · ")
+        head.append_text(status)
+        lines.append(head)
+        pairs = [f"{column} {value}" for column, value in zip(SUMMARY_COLUMNS, values)]
+        line = ""
+        for pair in pairs:
+            candidate = f"{line} · {pair}" if line else f"  {pair}"
+            if line and len(candidate) > width:
+                lines.append(Text(line))
+                candidate = f"  {pair}"
+            line = candidate
+        lines.append(Text(line))
+    for text in lines:
+        text.overflow = "fold"
+    return Group(*lines)
+
+
+def summary(records: list[dict[str, Any]], console: Console) -> RenderableType:
+    """The summary table where it fits the console at its natural width; otherwise (an
+    80-column CI log, a narrow terminal) one block per run. Either way every value
+    appears whole: rich would otherwise shrink columns and cut values to `timeo…`."""
+    table = summary_table(records)
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if natural <= console.width:
+        return table
+    return summary_blocks(records, console.width)
 
 
 def show_record(record: dict[str, Any], console: Console) -> None:
@@ -141,18 +187,25 @@ def metrics_table(record: dict[str, Any]) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     step = m["step_time_s"]
+    steady = [
+        ("step time median / p90 (s), steady", f"{step['median']:.4g} / {step['p90']:.4g}"),
+        ("step time mean ± stdev (s), steady", f"{step['mean']:.4g} ± {step['stdev']:.2g} (n={step['n']})"),
+    ] if step else [("step time (s), steady", f"n/a ({m.get('steady_state')})")]
     rows = [
-        ("step time median / p90 (s)", f"{step['median']:.4g} / {step['p90']:.4g}"),
-        ("step time mean ± stdev (s)", f"{step['mean']:.4g} ± {step['stdev']:.2g} (n={step['n']})"),
+        *steady,
+        ("recompiling measured steps, their time (s)", f"{m.get('recompile_steps', 0)}, {fmt(m.get('recompile_steps_time_s'), '.4g')}"),
         ("warm-up steps time (s)", fmt(m["warmup_time_s"], ".4g")),
         ("compile time (s)", fmt(m["compile_time_s"], ".4g")),
         ("compiles / recompiles after warm-up", f"{m['num_compiles']} / {m['num_recompiles']}"),
-        ("tokens/s real / padded", f"{m['tokens_per_s_real']:.4g} / {m['tokens_per_s_padded']:.4g}"),
+        ("tokens/s real / padded, steady", f"{fmt(m['tokens_per_s_real'], '.4g')} / {fmt(m['tokens_per_s_padded'], '.4g')}"),
+        ("tokens/s real, effective (recompiles too)", fmt(m.get("tokens_per_s_real_effective"), ".4g")),
         ("tokens/s real per chip", fmt(m["tokens_per_s_real_per_chip"], ".4g")),
         ("padding efficiency (real/padded)", fmt(m["padding_efficiency"], ".1%")),
         ("window tokens/s real (1 sync)", fmt(m.get("window_tokens_per_s_real"), ".4g")),
         ("model TFLOP/s", fmt(m["model_tflops_per_s"], ".4g")),
+        ("model FLOPs per real token (see mfu_convention)", fmt(m.get("model_flops_per_token"), ".4g")),
         ("MFU", fmt(m["mfu"], ".2%") if m["mfu"] is not None else f"n/a ({m.get('mfu_invalid') or 'no peak for this device'})"),
+        ("HFU (with recomputation)", fmt(m.get("hfu"), ".2%") if m.get("hfu") is not None else "n/a"),
         ("peak memory (GiB)", f"{fmt(m['peak_memory_gib'], '.3g')} ({m['peak_memory_kind']})"),
         ("loss first / last", f"{fmt(m['loss_first'], '.4f')} / {fmt(m['loss_last'], '.4f')}"),
         ("run time (s), of which setup", f"{fmt(m['run_time_s'], '.4g')}, {fmt(m['setup_time_s'], '.3g')}"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
@@ -22,9 +23,65 @@ def _git(*args: str) -> str | None:
 
 
 def code_revision() -> dict[str, Any]:
+    """The commit, and whether the tree differs from it: modified or untracked files
+    (a new, uncommitted module changes what runs as much as an edited one)."""
     commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    status = _git("status", "--porcelain", "--untracked-files=normal")
+    changed = [line[3:] for line in (status or "").splitlines() if line.strip()]
+    return {"commit": commit, "dirty": bool(changed) if status is not None else None,
+            "dirty_files": changed[:20]}
+
+
+# Environment variables that change how fast (or on what) a run executes.
+PERFORMANCE_ENV = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "PJRT_DEVICE", "CPU_NUM_DEVICES", "TPU_ACCELERATOR_TYPE",
+                   "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                   "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "TORCHINDUCTOR_CACHE_DIR",
+                   "JAX_COMPILATION_CACHE_DIR", "JAX_ENABLE_X64", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                   "XLA_PYTHON_CLIENT_PREALLOCATE", "USE_TORCH_XLA", "BENCH_FAULTS")
+PERFORMANCE_ENV_PREFIXES = ("NCCL_", "TPU_", "XLA_", "LIBTPU_")
+# Runtime libraries whose version shapes accelerator numbers, when installed as packages.
+RUNTIME_PACKAGES = ("libtpu", "libtpu-nightly", "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt",
+                    "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13",
+                    "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13")
+
+
+def performance_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    return {k: env[k] for k in sorted(env) if k in PERFORMANCE_ENV or k.startswith(PERFORMANCE_ENV_PREFIXES)}
+
+
+def runtime_packages() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for name in RUNTIME_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine_state(load_before: list[float] | None) -> dict[str, Any]:
+    """How busy the machine was: load averages (1, 5, 15 min) when the run started and
+    ended, the cores it has, the environment that tunes it; a warning when the load
+    exceeded the cores (other work competed for them: the figures are slower than the
+    machine is)."""
+    after, cores = load_average(), os.cpu_count()
+    state: dict[str, Any] = {"load_before": load_before, "load_after": after, "cpu_count": cores,
+                             "environment": performance_environment(), "runtime_packages": runtime_packages()}
+    busiest = max([(load_before or [0.0])[0], (after or [0.0])[0]])
+    if cores and busiest > cores:
+        state["warning"] = (f"the machine was busy: load average {busiest:.2f} over its {cores} cores during the "
+                            "run; other work competed for them, so these figures understate the machine")
+    return state
 
 
 def host() -> dict[str, Any]:

@@ -57,10 +57,12 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
                     "options": run.scenario.backend_options.get(backend, {})},
         "accelerator": accelerator,
         "provenance": {**code_revision(), **host(), "started_at": utc_iso(started), "finished_at": utc_iso(finished),
-                       "command": command, "libraries": (facts or {}).get("versions", {})},
+                       "command": command, "libraries": (facts or {}).get("versions", {}),
+                       "machine": (facts or {}).get("machine")},
         "plan": plan.model_dump(mode="json") if plan is not None else None,
         "raw": facts, "metrics": None, "cost": None,
     }
+    record["warnings"] = [w for w in (accelerator.get("warning"), ((facts or {}).get("machine") or {}).get("warning")) if w]
     if failure is None and facts is not None and plan is not None:
         failure = plan_failure(plan, facts)
     if failure is None and facts is not None:

@@ -86,12 +86,14 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     from harness.registry import get, options_for
     from harness.spec import Scenario
 
-    started_at = time.time()
+    from harness.provenance import load_average, machine_state
+
+    started_at, load_before = time.time(), load_average()
     scenario = Scenario.model_validate(job["scenario"])
     if job.get("task") == "serve":
         from harness.serving.run import execute_serve
 
-        return execute_serve(scenario, events)
+        return {**execute_serve(scenario, events), "machine": machine_state(load_before)}
     info = get(job["backend"])
     plan = Plan.model_validate(job["plan"])
     backend = info.load()(scenario, plan, options_for(info, scenario), events)
@@ -111,6 +113,7 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
         "versions": backend.versions(), "notes": backend.notes(), "extra": backend.extra_facts(),
         "done": {**backend.done(), "trainable_params": model.num_trainable_params},
     }
+    facts["machine"] = machine_state(load_before)
     backend.teardown()
     facts["wall_s"] = time.perf_counter() - events.origin
     return facts

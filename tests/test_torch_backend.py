@@ -85,3 +85,30 @@ def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, result
     (record,) = records_in(results)
     assert record["raw"]["data"]["tokenizer"]["kind"] == "hf-dir"
     assert record["raw"]["model"]["num_layers"] == 2
+
+
+def test_a_record_states_the_machines_load_threads_and_environment(tmp_path, results):
+    """Provenance of the conditions: load averages before and after, cores, threads,
+    the environment variables that tune performance (and the fault-injection one)."""
+    done = bench("run", str(write_scenario(tmp_path, TINY)), "--results-dir", str(results), "--no-progress",
+                 "--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
+                 env={"XLA_FLAGS": "--xla_dump_to=/nowhere", "OMP_NUM_THREADS": "2", "NCCL_DEBUG": "WARN",
+                      "BENCH_FAULTS": "[]", "UNRELATED_VARIABLE": "x"})
+    assert done.returncode == 0, done.stderr
+    (record,) = records_in(results)
+    machine = record["provenance"]["machine"]
+    assert len(machine["load_before"]) == 3 and len(machine["load_after"]) == 3 and machine["cpu_count"] >= 1
+    env = machine["environment"]
+    assert env["XLA_FLAGS"] == "--xla_dump_to=/nowhere" and env["OMP_NUM_THREADS"] == "2"
+    assert env["NCCL_DEBUG"] == "WARN" and env["BENCH_FAULTS"] == "[]" and "UNRELATED_VARIABLE" not in env
+    assert record["accelerator"]["threads"] >= 1  # the torch backend's math threads
+    assert isinstance(record["provenance"]["dirty"], bool) and "dirty_files" in record["provenance"]
+
+
+def test_a_busy_machine_is_warned_about():
+    from harness.provenance import machine_state
+
+    import os
+
+    state = machine_state([float(os.cpu_count() * 4)] * 3)
+    assert "busy" in state["warning"] and "cores" in state["warning"]

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from backends.hf_common.model import (
-    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
+    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, cuda_versions, dtype_name, model_facts,
     optimizer_state_dtype, parameter_dtypes, token_loss_sum,
 )
 from harness.provenance import cpu_name
@@ -265,6 +265,8 @@ class FsdpBackend(Backend):
             import trl
 
             found["trl"] = trl.__version__
+        if self.device.type == "cuda":
+            found.update(cuda_versions())
         return found
 
     def notes(self) -> list[str]:

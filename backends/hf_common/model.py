@@ -19,6 +19,22 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
+def cuda_versions() -> dict[str, str]:
+    """CUDA runtime, driver, cuDNN and NCCL versions when a GPU is in use."""
+    if not torch.cuda.is_available():
+        return {}
+    found = {"cuda": str(torch.version.cuda), "cudnn": str(torch.backends.cudnn.version())}
+    try:
+        found["cuda_driver"] = str(torch._C._cuda_getDriverVersion())
+    except (AttributeError, RuntimeError):
+        pass
+    try:
+        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    except (AttributeError, RuntimeError):
+        pass
+    return found
+
+
 def dtype_name(dtype) -> str:
     return DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from backends.hf_common.model import (
-    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
+    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, cuda_versions, dtype_name, model_facts,
     optimizer_state_dtype, parameter_dtypes, token_loss_sum,
 )
 from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
@@ -123,5 +123,5 @@ class TorchBackend(Backend):
         found = {"python": sys.version.split()[0], "torch": torch.__version__,
                  "transformers": transformers.__version__, "peft": peft.__version__, "numpy": numpy.__version__}
         if self.device.type == "cuda":
-            found["cuda"] = str(torch.version.cuda)
+            found.update(cuda_versions())
         return found
