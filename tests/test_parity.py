@@ -35,14 +35,22 @@ def records(tmp_path_factory):
     path = write_scenario(tmp, TINY)
     found = {}
     for label, backend, sets, module, how in RUNS:
-        if module:
-            stack_or_skip(backend, module, how)
+        if module and not stack_available(backend, module, how):
+            continue  # compared where installed; under CI every stack must be there
         out = tmp / label.replace(" ", "-")
         done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), *COMMON,
                      *[a for s in sets for a in ("--set", s)], timeout=900)
         assert done.returncode == 0, f"{label}: {failures_in(out) or done.stderr + done.stdout}"
         (found[label],) = records_in(out)
     return found
+
+
+def stack_available(backend: str, module: str, how: str) -> bool:
+    try:
+        stack_or_skip(backend, module, how)
+    except pytest.skip.Exception:
+        return False
+    return True
 
 
 def steps(record, key):
