@@ -85,3 +85,24 @@ def test_pytorch_model_backends_match_the_torch_backends_losses(records):
     for label in ("gpu-fsdp micro 1", "gpu-fsdp micro 2", "xla-fsdpv2", "torchax"):
         if label in records:
             assert steps(records[label], "loss") == pytest.approx(expected, rel=1e-3), label
+
+
+BF16 = [("torch", []), ("gpu-fsdp", ["parallel.devices=2"]), ("xla-fsdpv2", ["parallel.devices=4"])]
+
+
+@pytest.mark.parametrize("backend,sets", BF16)
+def test_a_bf16_run_completes_and_its_record_says_bf16(tmp_path, backend, sets):
+    """The precision policy executed on the CPU too (slow bf16 matmuls, a tiny model):
+    frozen weights and compute in bf16, trained weights and optimizer state in fp32."""
+    if backend == "xla-fsdpv2" and not stack_available(backend, "torch_xla", ".ci/run builds .venv-xla"):
+        pytest.skip("torch_xla is not installed here")
+    path = write_scenario(tmp_path, TINY)
+    done = bench("run", str(path), "--backend", backend, "--results-dir", str(tmp_path / "r"), "--no-progress",
+                 "--set", "train.precision=bf16", "--set", "train.global_batch=8", "--set", "train.micro_batch=1",
+                 "--set", "train.steps=2", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
+                 *[a for s in sets for a in ("--set", s)], timeout=900)
+    assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
+    (record,) = records_in(tmp_path / "r")
+    assert record["plan"]["precision"]["name"] == "bf16"
+    assert record["raw"]["done"]["dtypes"] == {"frozen_params": "bf16", "trainable_params": "fp32",
+                                               "compute": "bf16", "optimizer_state": "fp32"}
