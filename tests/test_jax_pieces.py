@@ -1,6 +1,7 @@
 """The framework-light pieces of the JAX backends, in the project's own environment:
-compile counting that survives a library clearing JAX's listeners, and the mapping of a
-scenario's model and LoRA targets onto Tunix's Gemma 3."""
+compile counting that survives a library clearing JAX's listeners, the mapping of a
+scenario's model and LoRA targets onto Tunix's Gemma 3 (and which targets it fuses), and
+how jax-tunix reports its work: the rows devices got, the lr read after each step."""
 
 from __future__ import annotations
 
@@ -84,3 +85,56 @@ def test_device_facts_name_tpu_generation_gpu_and_chip_count():
     cpus = [SimpleNamespace(platform="cpu", device_kind="cpu", memory_stats=lambda: None)] * 4
     assert accelerator(cpus)["count"] == 1 and accelerator(cpus)["virtual_devices"] == 4
     assert memory(cpus).kind == "cpu_peak_rss" and memory(cpus).peak_bytes > 0
+
+
+def test_tunix_fuses_k_and_v_and_q_too_with_as_many_kv_heads():
+    from backends.jax_tunix.model import fused_lora_targets
+
+    seven = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    assert fused_lora_targets(seven, fused_qkv=False) == ["k_proj", "v_proj"]
+    assert fused_lora_targets(seven, fused_qkv=True) == ["q_proj", "k_proj", "v_proj"]
+    assert fused_lora_targets(("q_proj", "o_proj", "down_proj"), fused_qkv=False) == []
+    assert fused_lora_targets(("q_proj",), fused_qkv=True) == ["q_proj"]
+
+
+def test_distinct_row_shards_counts_row_ranges_not_devices():
+    """A 2 x 2 (fsdp x tp) mesh holds 4 rows as 2 ranges (each twice, over tp); a
+    replicated array is 1 range on every device."""
+    from types import SimpleNamespace
+
+    from backends.jax_tunix.backend import distinct_row_shards
+
+    def held(*row_slices):
+        index = {f"device{i}": (rows, slice(None)) for i, rows in enumerate(row_slices)}
+        return SimpleNamespace(shape=(4, 16), sharding=SimpleNamespace(devices_indices_map=lambda shape: index))
+
+    assert distinct_row_shards(held(slice(0, 2), slice(0, 2), slice(2, 4), slice(2, 4))) == 2
+    assert distinct_row_shards(held(slice(None), slice(None), slice(None), slice(None))) == 1
+    assert distinct_row_shards(held(slice(0, 4), slice(None))) == 1  # the same rows, spelled two ways
+
+
+def test_work_log_reads_the_lr_from_the_optimizer_only_after_a_step():
+    """The lr is read back when the step's account is taken (after the sync), and only
+    when micro-batches were fed since the last account."""
+    import numpy as np
+
+    from backends.jax_tunix.backend import OptimizerWorkLog
+
+    reads = []
+    log = OptimizerWorkLog(lambda: reads.append(1) or 0.25)
+    assert log.take() == ({"rows": 0, "tokens_real": 0, "tokens_padded": 0}, None) and not reads
+    log.fed(np.array([[1, 1, 0], [1, 0, 0]]))
+    log.fed(np.array([[1, 1, 1], [1, 1, 0]]))
+    assert log.take() == ({"rows": 4, "tokens_real": 8, "tokens_padded": 12}, 0.25) and len(reads) == 1
+
+
+def test_peft_adapter_keys_map_to_qwix_lora_weights():
+    from backends.jax_tunix.model import _tunix_lora_path
+
+    prefix = "base_model.model.model.layers.3"
+    assert _tunix_lora_path(f"{prefix}.self_attn.q_proj.lora_A.weight") == ("layers", 3, "attn", "q_einsum", "w_lora_a")
+    assert _tunix_lora_path(f"{prefix}.self_attn.o_proj.lora_B.weight") == \
+        ("layers", 3, "attn", "attn_vec_einsum", "w_lora_b")
+    assert _tunix_lora_path(f"{prefix}.mlp.down_proj.lora_A.weight") == ("layers", 3, "mlp", "down_proj", "kernel_lora_a")
+    with pytest.raises(ModelConfigError, match=r"backend_options\.jax-tunix\.lora_init: .*k_proj"):
+        _tunix_lora_path(f"{prefix}.self_attn.k_proj.lora_A.weight")

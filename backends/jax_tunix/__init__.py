@@ -12,6 +12,17 @@ class JaxTunixOptions(BackendOptions):
     # Tunix's `max_inflight_computations`: how many micro-batch steps the trainer lets run
     # ahead of the host. Per-step timing syncs at every step boundary regardless.
     max_inflight_steps: int = Field(2, ge=1)
+    # Tunix's Gemma 3 fuses k and v (and q, where there are as many KV heads as query
+    # heads) into one einsum: LoRA there is one adapter with one A for both, not peft's
+    # separate k_proj and v_proj adapters, and trains fewer parameters than the plan
+    # says. Off: such targets are refused (train.lora.target_modules). On: the fused
+    # adapter is trained and the record says so (done.trainable_params_deviation).
+    fuse_kv_lora: bool = False
+    # A peft adapter directory (adapter_model.safetensors, adapter_config.json) to start
+    # the LoRA weights from instead of qwix's init (random A, zero B): the same adapter a
+    # PyTorch run can load, for loss parity from identical weights. Targets Tunix adapts
+    # one by one only (q, o, gate, up, down); rank and alpha must be the run's.
+    lora_init: str | None = None
 
 
 def _load():
@@ -28,6 +39,8 @@ BACKEND_INFO = BackendInfo(
     options=JaxTunixOptions,
     load=_load,
     priority=20,
-    # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp.
-    capabilities=Capabilities(axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True),
+    # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp. No fp16: Tunix's
+    # trainer has no loss scaling, without which fp16 gradients underflow.
+    capabilities=Capabilities(axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True,
+                              precisions=("fp32", "bf16")),
 )

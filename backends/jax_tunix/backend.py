@@ -7,6 +7,12 @@ starts when the trainer asks for the step's first micro-batch and stops after a
 taken when the trainer asks for the next step's data. The figure is the executed step,
 never the dispatch; the dispatch time is kept beside it (`extra.dispatch_s`) to show the
 difference. Compilations of Tunix's `_train_step` come from JAX's monitoring events.
+
+The run's plan is executed as stated or refused in setup: the mesh is `plan.mesh`
+(fsdp x tp), the weights are stored and computed in the plan's dtypes, the optimizer
+steps through `plan.lr` (read back from its state after each step: `OptimizerWorkLog`),
+and peft's separate k_proj / v_proj adapters, which Tunix's fused `kv_einsum` cannot
+express, are refused unless the option `fuse_kv_lora` accepts the fused adapter.
 """
 
 from __future__ import annotations
@@ -17,16 +23,45 @@ from importlib import metadata
 from typing import Any
 
 from backends import jax_common
-from harness.backend import Backend, ModelFacts, Probe
+from harness.backend import Backend, ModelFacts, Probe, WorkLog
 from harness.loop import LoopResult, StepRecorder, WindowSample
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 
 
+def distinct_row_shards(array) -> int:
+    """How many different row ranges the devices holding a sharded `array` got: 1 when
+    every device has all the rows, the fsdp axis size when the rows are split over it."""
+    indices = array.sharding.devices_indices_map(array.shape).values()
+    return len({index[0].indices(array.shape[0]) for index in indices})
+
+
+class OptimizerWorkLog(WorkLog):
+    """The work log of a trainer whose optimizer keeps the lr it applied on the device:
+    the lr is read from the optimizer state when the step's account is taken.
+    `StepRecorder.end` takes it after the sync, with the step's clock stopped, so the
+    device-to-host read adds no sync to the timed step."""
+
+    def __init__(self, read_lr) -> None:
+        super().__init__()
+        self.read_lr = read_lr
+
+    def take(self):
+        if self.rows:  # an optimizer step ran since the last account
+            self.applied_lr(self.read_lr())
+        return super().take()
+
+
 class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.work = OptimizerWorkLog(self._applied_lr)
+        self.trainer = None
+        self.row_shards: set[int] = set()  # distinct row ranges per micro-batch, as fed
+        self.fused_targets: list[str] = []  # peft targets trained as Tunix's fused adapter
+
     @classmethod
     def probe(cls) -> Probe:
-        jax_common.request_cpu_devices(4)
         import qwix  # noqa: F401 - part of what "available" means
         import tunix  # noqa: F401
 
@@ -34,55 +69,66 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        jax_common.request_cpu_devices(self.options.cpu_devices)
+        jax_common.request_cpu_devices(self.plan.devices)  # before JAX starts (a no-op off the CPU)
         import jax
 
         from backends.jax_tunix import model as tunix_model
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
         self.compiles.ensure_listening()
-        # parallel.strategy none means one device (spec.py); any sharded strategy means
-        # the mesh, which is how JAX expresses FSDP (fsdp axis) and tensor parallelism.
-        self.devices = jax.devices()[:1] if self.scenario.parallel.strategy == "none" else jax.devices()
+        self.devices = jax.devices()[: self.plan.devices]
+        if len(self.devices) != self.plan.devices:
+            raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
-        self.model, self.config = tunix_model.build(self.scenario, self.mesh)
-        self.trainer = None
+        config = tunix_model.tunix_config(tunix_model.scenario_architecture(self.scenario),
+                                          tunix_model.stored_dtype(self.plan), self.plan.gradient_checkpointing)
+        self._check_lora_targets(config)
+        self.model = tunix_model.build(self.scenario, self.plan, config, self.mesh, self.options.lora_init)
+        self.config = config
+        self.compute_dtype = tunix_model.jnp_dtype(self.plan.precision.compute)
+        made = tunix_model.logits_dtype(self.model, self.mesh, self.compute_dtype)
+        if jax_common.dtype_name(made) != self.plan.precision.compute:
+            raise ValueError(f"train.precision: {self.plan.precision.name} computes in {self.plan.precision.compute}; "
+                             f"Tunix's Gemma 3 produced {jax_common.dtype_name(made)} logits")
         return tunix_model.model_facts(self.model, self.config)
 
     def _mesh(self, devices: list):
-        """fsdp x tp from `parallel.mesh` (-1: the devices left over), as Tunix's sharding
-        annotations name the axes. Classic Auto axes: qwix's eager pass breaks on the
-        Explicit default (platform-notes.md)."""
+        """fsdp x tp from the plan's mesh, as Tunix's sharding annotations name the axes
+        (the data axis is refused by the capabilities). Classic Auto axes: qwix's eager
+        pass breaks on the Explicit default (platform-notes.md)."""
         import numpy as np
         from jax.sharding import Mesh
 
-        if len(devices) == 1:
-            return Mesh(np.array(devices).reshape(1, 1), ("fsdp", "tp"))
-        spec = self.scenario.parallel.mesh
-        if spec.get("data", 1) != 1:
-            raise ValueError("parallel.mesh.data: jax-tunix shards data over the fsdp axis; set data to 1")
-        tensor = spec.get("tensor", 1)
-        fsdp = spec.get("fsdp", -1)
-        fsdp = len(devices) // tensor if fsdp == -1 else fsdp
-        if fsdp < 1 or fsdp * tensor != len(devices):
-            raise ValueError(f"parallel.mesh: fsdp x tensor = {fsdp} x {tensor} does not cover {len(devices)} devices")
-        return Mesh(np.array(devices).reshape(fsdp, tensor), ("fsdp", "tp"))
+        mesh = self.plan.mesh
+        return Mesh(np.array(devices).reshape(mesh["fsdp"], mesh["tensor"]), ("fsdp", "tp"))
 
-    def data_parallel_size(self) -> int:
-        return self.mesh.shape["fsdp"]  # the trainer splits each micro-batch's rows over fsdp
+    def _check_lora_targets(self, config) -> None:
+        """Refuse peft targets that Tunix fuses (`model.fused_lora_targets`): the plan's
+        trainable parameters are peft's separate adapters, which this run would not train,
+        unless the option `fuse_kv_lora` accepts the fused adapter (the record says so)."""
+        from backends.jax_tunix.model import fused_lora_targets
+
+        if self.plan.method != "lora":
+            return
+        self.fused_targets = fused_lora_targets(self.plan.lora_targets, config.num_heads == config.num_kv_heads)
+        if self.fused_targets and not self.options.fuse_kv_lora:
+            raise ValueError(
+                f"train.lora.target_modules: {', '.join(self.fused_targets)} share one fused einsum in Tunix's "
+                "Gemma 3 (one LoRA, its A shared), not peft's separate adapters; drop them, or set "
+                "backend_options.jax-tunix.fuse_kv_lora: true to train the fused adapter instead")
 
     # ------------------------------------------------------------------ steps
     def run(self) -> LoopResult:
         from backends.jax_tunix import trainer as tunix_trainer
 
-        train = self.scenario.train
-        batches = self.plan.steps[: train.steps + train.window_steps]
-        accumulation = len(batches[0].micro_batches)
+        plan = self.plan
+        batches = self.batches.steps[: plan.total_steps]
         self.trainer = tunix_trainer.new_trainer(
-            self.model, jax_common.optax_optimizer(train), max_steps=len(batches),
-            accumulation=accumulation, max_inflight=self.options.max_inflight_steps,
+            self.model, jax_common.optax_optimizer(self.scenario.train, plan.lr), max_steps=len(batches),
+            accumulation=plan.accumulation, max_inflight=self.options.max_inflight_steps,
+            compute_dtype=self.compute_dtype,
         )
-        feed = TrainerFeed(self, batches, measured=train.steps)
+        feed = TrainerFeed(self, batches, measured=plan.steps)
         self.trainer.with_data_hooks(tunix_trainer.HarnessData(feed.next_micro_batch))
         with self.mesh:  # PeftTrainer reads the mesh from the classic context
             self.trainer.train([])
@@ -90,6 +136,22 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         # anything compiled later (another train() on this model) is still counted.
         self.compiles.ensure_listening()
         return feed.result()
+
+    def feed(self, micro, loss_scale: float):
+        """One micro-batch as the trainer takes it, its rows already split over the fsdp
+        axis the way the trainer splits them; logged as fed, with how many devices got
+        distinct rows (read from the sharded array)."""
+        from backends.jax_tunix.trainer import shard_rows, trainer_input
+
+        example = shard_rows(trainer_input(micro, loss_scale), self.trainer.config.data_sharding_axis)
+        self.work.fed(micro.attention_mask)
+        self.row_shards.add(distinct_row_shards(example["input_tokens"]))
+        return example
+
+    def _applied_lr(self) -> float:
+        """The lr of the last optimizer step, from the state of the optimizer inside
+        Tunix's MultiSteps (it steps once per `accumulation` micro-batches)."""
+        return jax_common.applied_lr(self.trainer.optimizer.opt_state)
 
     def train_step(self, batch):
         raise NotImplementedError("jax-tunix steps run inside Tunix's PeftTrainer (see run)")
@@ -112,13 +174,41 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         return float(np.mean([np.asarray(part) for part in loss]))
 
     # ------------------------------------------------------------------ facts
+    def done(self) -> dict[str, Any]:
+        """Dtypes read from the weights and the optimizer state, the compute dtype as the
+        step was traced, and how many devices got distinct rows, read from the sharded
+        inputs (the fewest over all micro-batches)."""
+        from backends.jax_tunix.model import parameter_dtypes
+
+        dtypes = {**parameter_dtypes(self.model), "optimizer_state": self._optimizer_state_dtype()}
+        if "compute" in self.trainer.seen:
+            dtypes["compute"] = jax_common.dtype_name(self.trainer.seen["compute"])
+        done = {"dtypes": {k: v for k, v in dtypes.items() if v},
+                "distinct_row_shards": min(self.row_shards) if self.row_shards else 0}
+        if self.fused_targets:
+            done["trainable_params_deviation"] = (
+                f"backend_options.jax-tunix.fuse_kv_lora: {', '.join(self.fused_targets)} trained as Tunix's fused "
+                "einsum with one shared LoRA A, not peft's separate adapters: fewer trainable parameters")
+        return done
+
+    def _optimizer_state_dtype(self) -> str:
+        """The dtypes of the optimizer's per-parameter state (moments, accumulated
+        gradients), not its scalars (step counts, the lr)."""
+        import jax
+        from flax import nnx
+
+        state = nnx.state(self.trainer.optimizer, nnx.optimizer.OptState)
+        return "+".join(sorted({jax_common.dtype_name(a.dtype) for a in jax.tree.leaves(state)
+                                if hasattr(a, "dtype") and a.ndim > 0}))
+
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
 
         return {"mesh": dict(self.mesh.shape), **sharding_facts(self.model),
-                "grad_accumulation": len(self.plan.steps[0].micro_batches),
+                "grad_accumulation": self.plan.accumulation,
                 "max_inflight_steps": self.options.max_inflight_steps,
                 "dispatch_s": getattr(self, "dispatch_s", []),
+                "distinct_row_shards_seen": sorted(self.row_shards),
                 "other_compiles": self.compiles.other}
 
     def versions(self) -> dict[str, str]:
@@ -134,14 +224,15 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
     def notes(self) -> list[str]:
         mesh = dict(self.mesh.shape)
-        notes = [f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of {self.devices[0].platform} devices"
-                 + (" (parallel.strategy: none)" if self.scenario.parallel.strategy == "none" else ""),
+        notes = [f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of "
+                 f"{len(self.devices)} {self.devices[0].platform} device(s)",
                  "random weights from Tunix's own initialiser: not the same numbers as the PyTorch backends' init"
                  if self.scenario.model.init == "random" else f"weights loaded from {self.scenario.model.path}"]
-        targets = set(self.scenario.train.lora.target_modules)
-        if self.scenario.train.method == "lora" and targets & {"k_proj", "v_proj"}:
-            notes.append("k_proj/v_proj map to Tunix's fused kv_einsum: one LoRA on both (A shared), "
-                         "so fewer trainable parameters than peft's separate adapters")
+        if self.options.lora_init:
+            notes.append(f"LoRA weights started from the peft adapter in {self.options.lora_init}")
+        if self.fused_targets:
+            notes.append(f"fuse_kv_lora: {', '.join(self.fused_targets)} map to Tunix's fused einsum: one LoRA on "
+                         "them (A shared), so fewer trainable parameters than peft's separate adapters")
         return notes
 
 
@@ -167,8 +258,6 @@ class TrainerFeed:
         backend.dispatch_s = []
 
     def next_micro_batch(self):
-        from backends.jax_tunix.trainer import trainer_input
-
         at_boundary = self.position == len(self.queue) or self.queue[self.position][0] != self._current_step()
         if at_boundary:
             self._boundary()
@@ -177,8 +266,7 @@ class TrainerFeed:
         index, micro = self.queue[self.position]
         self.position += 1
         batch = self.batches[index]
-        scale = len(batch.micro_batches) / max(batch.num_loss_tokens, 1)
-        return trainer_input(micro, scale)
+        return self.backend.feed(micro, len(batch.micro_batches) / max(batch.num_loss_tokens, 1))
 
     def _current_step(self) -> int | None:
         return self.queue[self.position - 1][0] if self.position else None
@@ -204,6 +292,7 @@ class TrainerFeed:
         self.backend.sync()
         start, compiles, first = self.window_begun
         elapsed = time.perf_counter() - start
+        done, _ = self.backend.work.take()
         window = self.batches[self.measured:]
         losses = self.backend.trainer.micro_losses[first:]
         per_step = len(window[0].micro_batches)
@@ -212,6 +301,7 @@ class TrainerFeed:
             tokens_real=sum(b.tokens_real for b in window), tokens_padded=sum(b.tokens_padded for b in window),
             num_compiles=self.backend.compile_stats().count - compiles,
             losses=[self.backend.loss_value(losses[i:i + per_step]) for i in range(0, len(losses), per_step)],
+            done=done,
         )
 
     def result(self) -> LoopResult:

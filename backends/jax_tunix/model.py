@@ -4,12 +4,18 @@ Qwix LoRA on the modules that correspond to the scenario's targets.
 
 Names differ between the two stacks: Tunix fuses the key and value projections into one
 `kv_einsum` (and all three into `qkv_einsum` when there are as many KV heads as query
-heads), so targeting `k_proj` or `v_proj` puts LoRA on both.
+heads), so targeting `k_proj` or `v_proj` puts one LoRA on both, its A shared: not
+peft's two adapters (`fused_lora_targets`; the backend refuses them unless told).
+
+Precision follows the run's plan: base weights stored in `frozen_params`, LoRA weights
+in `trainable_params` (qwix makes them in the base weights' dtype; they are cast after),
+and the forward pass run in `compute` (`in_compute_dtype`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,7 @@ from harness.backend import ModelFacts
 ATTENTION_TARGETS = {"q_proj": "q_einsum", "k_proj": "kv_einsum", "v_proj": "kv_einsum", "o_proj": "attn_vec_einsum"}
 MLP_TARGETS = {"gate_proj", "up_proj", "down_proj"}
 TUNIX_NAMES = {"q_einsum", "kv_einsum", "qkv_einsum", "attn_vec_einsum", *MLP_TARGETS}
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the plan's names -> numpy's
 
 
 class ModelConfigError(ValueError):
@@ -55,9 +62,16 @@ def scenario_architecture(scenario) -> dict[str, Any]:
     return spec.architecture()
 
 
-def tunix_config(arch: dict[str, Any], precision: str, remat: bool):
-    """Tunix's `ModelConfig` for our architecture fields; refuses what it cannot build."""
+def jnp_dtype(name: str):
+    """The JAX dtype of one of the plan's dtype names (fp32, bf16, fp16)."""
     import jax.numpy as jnp
+
+    return jnp.dtype(DTYPES[name])
+
+
+def tunix_config(arch: dict[str, Any], param_dtype: str, remat: bool):
+    """Tunix's `ModelConfig` for our architecture fields, its weights made in
+    `param_dtype` (a plan dtype name); refuses what it cannot build."""
     from tunix.models.gemma3 import model as gemma3
 
     if arch.get("family", "gemma3") != "gemma3":
@@ -72,7 +86,6 @@ def tunix_config(arch: dict[str, Any], precision: str, remat: bool):
         query_norm = norm.BY_ONE_OVER_SQRT_EMBED_DIM_DIV_NUM_HEADS
     else:
         raise ModelConfigError(f"model.arch.query_pre_attn_scalar: {scalar} is neither head_dim nor hidden/heads")
-    dtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[precision]
     return gemma3.ModelConfig(
         num_layers=arch["num_layers"], num_embed=arch["vocab_size"], embed_dim=arch["hidden_size"],
         hidden_dim=arch["intermediate_size"], num_heads=arch["num_heads"], head_dim=arch["head_dim"],
@@ -81,7 +94,7 @@ def tunix_config(arch: dict[str, Any], precision: str, remat: bool):
         global_base_frequency=int(arch.get("rope_theta", 1e6)),
         query_pre_attn_norm=query_norm,
         remat_config=gemma3.RematConfig.BLOCK if remat else gemma3.RematConfig.NONE,
-        param_dtype=dtype,
+        param_dtype=jnp_dtype(param_dtype),
     )
 
 
@@ -99,37 +112,156 @@ def lora_module_pattern(targets: tuple[str, ...], fused_qkv: bool) -> str:
     return "|".join(f".*{name}" for name in sorted(set(names)))
 
 
-def build(scenario, mesh):
-    """The base model on the mesh (random or loaded), with LoRA when the scenario asks;
-    every parameter is placed by Tunix's sharding annotations (fsdp and tp axes)."""
-    import jax
-    from flax import nnx
+def fused_lora_targets(targets: tuple[str, ...], fused_qkv: bool) -> list[str]:
+    """The peft targets Tunix cannot adapt on their own: k_proj and v_proj live in one
+    `kv_einsum`, so one LoRA (one A) adapts both, with fewer parameters than peft's two;
+    with as many KV heads as query heads q_proj joins them in `qkv_einsum`."""
+    fused = {"k_proj", "v_proj"} | ({"q_proj"} if fused_qkv else set())
+    return [target for target in targets if target in fused]
+
+
+def stored_dtype(plan) -> str:
+    """The dtype the base model's weights are made in: the frozen dtype under LoRA; in a
+    full fine-tune every weight is trained, so the trainable dtype (the master copy)."""
+    return plan.precision.frozen_params if plan.method == "lora" else plan.precision.trainable_params
+
+
+def build(scenario, plan, config, mesh, lora_init: str | None = None):
+    """The base model of `config` (`tunix_config`, in `stored_dtype`) on the mesh, random
+    or loaded, with LoRA in the plan's trainable dtype when the plan trains LoRA (started
+    from the peft adapter in `lora_init` if given); every parameter is placed by Tunix's
+    sharding annotations (fsdp and tp axes)."""
     from tunix.models.dummy_model_creator import create_dummy_model
     from tunix.models.gemma3 import model as gemma3
 
-    train = scenario.train
-    config = tunix_config(scenario_architecture(scenario), train.precision, train.gradient_checkpointing)
     if scenario.model.init == "pretrained":
         from tunix.models.gemma3 import params_safetensors
 
         model = params_safetensors.create_model_from_safe_tensors(scenario.model.path, config, mesh=mesh,
                                                                   dtype=config.param_dtype)
     else:
-        model = create_dummy_model(gemma3.Gemma3, config, mesh=mesh, dtype=config.param_dtype, random_seed=train.seed)
-    if train.method == "lora":
-        import qwix
+        model = create_dummy_model(gemma3.Gemma3, config, mesh=mesh, dtype=config.param_dtype,
+                                   random_seed=scenario.train.seed)
+    if plan.method == "lora":
+        model = apply_lora(model, scenario.train, config, mesh, plan.precision.trainable_params, lora_init)
+    return model
 
-        lora = train.lora
-        provider = qwix.LoraProvider(
-            module_path=lora_module_pattern(lora.target_modules, config.num_heads == config.num_kv_heads),
-            rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout,
-        )
-        with mesh:  # qwix traces the model once to find the modules; it needs the mesh
-            model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(train.seed + 1),
-                                             **sample_input(model, mesh))
-            state = nnx.state(model)
-            nnx.update(model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
-    return model, config
+
+def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None):
+    """Qwix LoRA on the scenario's targets, started from the peft adapter in directory
+    `init` if given (else qwix's init: random A, zero B), its weights cast to `dtype`
+    (qwix makes them in the base weights' dtype) and placed by their sharding annotations."""
+    import jax
+    import qwix
+    from flax import nnx
+
+    lora = train.lora
+    provider = qwix.LoraProvider(
+        module_path=lora_module_pattern(lora.target_modules, config.num_heads == config.num_kv_heads),
+        rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout,
+    )
+    with mesh:  # qwix traces the model once to find the modules; it needs the mesh
+        model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(train.seed + 1), **sample_input(model, mesh))
+        if init is not None:
+            load_peft_adapter(model, Path(init), lora)
+        adapters = nnx.state(model, nnx.LoRAParam)
+        nnx.update(model, jax.tree.map(lambda a: a.astype(jnp_dtype(dtype)), adapters))
+        state = nnx.state(model)
+        nnx.update(model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+    return model
+
+
+# peft's (block, module) in a Hugging Face Gemma 3 layer -> Tunix's (block, module, weight):
+# the targets Tunix adapts one by one (k and v are fused, so no peft adapter maps there).
+PEFT_LORA_WEIGHTS = {
+    ("self_attn", "q_proj"): ("attn", "q_einsum", "w"),
+    ("self_attn", "o_proj"): ("attn", "attn_vec_einsum", "w"),
+    ("mlp", "gate_proj"): ("mlp", "gate_proj", "kernel"),
+    ("mlp", "up_proj"): ("mlp", "up_proj", "kernel"),
+    ("mlp", "down_proj"): ("mlp", "down_proj", "kernel"),
+}
+_PEFT_KEY = re.compile(r"layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
+LORA_INIT_FIELD = "backend_options.jax-tunix.lora_init"
+
+
+def load_peft_adapter(model, directory: Path, lora) -> None:
+    """Set the model's qwix LoRA weights to a peft adapter's (adapter_model.safetensors),
+    so a run can start from the same adapter as a PyTorch run. peft keeps A as
+    [rank, in] and B as [out, rank] of the unfused projection; qwix keeps A as [in...,
+    rank] and B as [rank, out...] with Tunix's head axes split out of `in` or `out` in
+    the same (head-major) order, so each is the transpose, reshaped. Every LoRA weight
+    of the model must come from the adapter, and rank and alpha must be the run's."""
+    from flax import nnx
+    from safetensors.numpy import load_file
+
+    config = json.loads((directory / "adapter_config.json").read_text())
+    if (config.get("r"), config.get("lora_alpha")) != (lora.rank, lora.alpha):
+        raise ModelConfigError(f"{LORA_INIT_FIELD}: the adapter has rank {config.get('r')}, alpha "
+                               f"{config.get('lora_alpha')}; the run has {lora.rank}, {lora.alpha} (train.lora)")
+    state = nnx.state(model, nnx.LoRAParam)
+    wanted = {path for path, _ in nnx.to_flat_state(state)}
+    loaded = set()
+    for key, value in load_file(directory / "adapter_model.safetensors").items():
+        path = _tunix_lora_path(key)
+        if path not in wanted:
+            raise ModelConfigError(f"{LORA_INIT_FIELD}: {key} has no LoRA weight in this run "
+                                   "(train.lora.target_modules)")
+        variable = _state_at(state, path)
+        variable.value = value.T.reshape(variable.value.shape).astype(variable.value.dtype)
+        loaded.add(path)
+    if wanted - loaded:
+        missing = ", ".join(".".join(map(str, p)) for p in sorted(wanted - loaded, key=str)[:3])
+        raise ModelConfigError(f"{LORA_INIT_FIELD}: the adapter has no weights for {missing} ...")
+    nnx.update(model, state)
+
+
+def _tunix_lora_path(key: str) -> tuple:
+    """The qwix LoRA weight's path in the Tunix model for a peft adapter key."""
+    match = _PEFT_KEY.search(key)
+    if not match or (match[2], match[3]) not in PEFT_LORA_WEIGHTS:
+        raise ModelConfigError(f"{LORA_INIT_FIELD}: {key} is not a LoRA weight Tunix trains on its own "
+                               f"(it has {', '.join(m for _, m in PEFT_LORA_WEIGHTS)})")
+    block, module, weight = PEFT_LORA_WEIGHTS[(match[2], match[3])]
+    return ("layers", int(match[1]), block, module, f"{weight}_lora_{match[4].lower()}")
+
+
+def _state_at(state, path: tuple):
+    for key in path:
+        state = state[key]
+    return state
+
+
+def in_compute_dtype(model, dtype):
+    """The model with every floating weight cast to the compute dtype, the way AMP runs
+    fp32 master weights in bf16: qwix adds each LoRA delta to the base matmul's output,
+    so fp32 adapters on bf16 weights would otherwise lift the activations to fp32. Used
+    inside the differentiated loss: gradients flow back through the cast in the stored
+    dtype. A no-op where the weights are in `dtype` already."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    cast = jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, params)
+    return nnx.merge(graphdef, cast, rest)
+
+
+def logits_dtype(model, mesh, dtype) -> Any:
+    """The dtype of the logits a forward pass in `dtype` produces, from shapes only
+    (jax.eval_shape: nothing runs): what the model's matmuls compute in."""
+    import jax
+    from flax import nnx
+
+    graphdef, state = nnx.split(model)
+    sample = sample_input(model, mesh)
+
+    def forward(state):
+        logits, _ = in_compute_dtype(nnx.merge(graphdef, state), dtype)(
+            sample["last_tokens"], sample["positions"], None, sample["attention_mask"])
+        return logits
+
+    with mesh:
+        return jax.eval_shape(forward, state).dtype
 
 
 def sample_input(model, mesh) -> dict[str, Any]:
@@ -142,6 +274,22 @@ def sample_input(model, mesh) -> dict[str, Any]:
     return {**sample,
             "last_tokens": jnp.ones((rows, 1), jnp.int32), "positions": jnp.zeros((rows, 1), jnp.int32),
             "attention_mask": jnp.ones((rows, 1, 1), jnp.bool_)}
+
+
+def parameter_dtypes(model) -> dict[str, str]:
+    """The dtypes the weights are really stored in: frozen (the Params that are not
+    LoRA's) and trainable (LoRA's; every Param in a full fine-tune), several joined by '+'."""
+    from flax import nnx
+
+    from backends.jax_common import dtype_name
+
+    def names(kind) -> str:
+        return "+".join(sorted({dtype_name(a.dtype) for a in _arrays(nnx.state(model, kind))}))
+
+    if names(nnx.LoRAParam):
+        return {"frozen_params": names(nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))),
+                "trainable_params": names(nnx.LoRAParam)}
+    return {"trainable_params": names(nnx.Param)}
 
 
 def model_facts(model, config) -> ModelFacts:
@@ -157,8 +305,23 @@ def model_facts(model, config) -> ModelFacts:
         num_params=frozen + trainable, num_embedding_params=config.num_embed * config.embed_dim,
         num_trainable_params=trainable if lora else frozen, num_layers=config.num_layers,
         num_heads=config.num_heads, head_dim=config.head_dim, hidden_size=config.embed_dim,
-        vocab_size=config.num_embed,
+        vocab_size=config.num_embed, architecture=architecture_built(model, config),
     )
+
+
+def architecture_built(model, config) -> dict[str, Any]:
+    """The built model's architecture, for the FLOPs convention (harness.metrics): the
+    sizes from Tunix's config and each layer's attention window from its layer (Tunix
+    cycles its own local/global pattern), so a loaded checkpoint is counted as built."""
+    from tunix.models.gemma3.model import AttentionType
+
+    return {
+        "vocab_size": config.num_embed, "hidden_size": config.embed_dim, "intermediate_size": config.hidden_dim,
+        "num_layers": config.num_layers, "num_heads": config.num_heads, "num_kv_heads": config.num_kv_heads,
+        "head_dim": config.head_dim,
+        "layer_windows": [config.sliding_window_size if layer.attn.attn_type == AttentionType.LOCAL_SLIDING else None
+                          for layer in model.layers],
+    }
 
 
 def sharding_facts(model) -> dict[str, Any]:

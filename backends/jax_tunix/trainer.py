@@ -4,9 +4,15 @@
   other backend), one per trainer iteration; Tunix accumulates `gradient_accumulation_steps`
   of them into one optimizer step (optax.MultiSteps). Asking for the first micro-batch of a
   step is the previous step's end: that is where the harness's clock syncs and stops.
+- Rows: the harness shards each micro-batch over the fsdp axis itself, with Tunix's own
+  `shard_input` and the trainer's `data_sharding_axis`; the trainer sees the arrays are
+  sharded already and keeps them, so the rows each device gets can be read off the very
+  arrays the step runs on (backend.distinct_row_shards).
 - Loss: the token-weighted sum over the whole step, like every backend. Each micro-batch
   returns k * (its loss sum) / (the step's loss tokens); MultiSteps averages the k
   gradients, which gives the gradient of sum / tokens. The same value comes back as aux.
+  The forward pass runs in the plan's compute dtype (`model.in_compute_dtype`); the
+  logits' dtype is recorded when the step is traced.
 - `_post_process_train_step` (Tunix's hook for aux) keeps each micro-batch's loss, still
   on the device, and stamps when its dispatch returned.
 
@@ -22,17 +28,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from tunix.sft import hooks, peft_trainer
+from tunix.sft import hooks, peft_trainer, sharding_utils
 from tunix.sft import utils as sft_utils
 
+from backends.jax_tunix.model import in_compute_dtype
 
-def step_loss(model, input_tokens, input_mask, positions, attention_mask, loss_scale):
-    """Next-token cross-entropy on the trained tokens, summed, times the step's scale.
-    `input_mask` marks trained tokens (the harness's labels != -100)."""
-    logits, _ = model(input_tokens, positions, None, attention_mask)
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1].astype(jnp.float32), input_tokens[:, 1:])
-    loss = jnp.sum(losses * input_mask[:, 1:]) * loss_scale
-    return loss, jax.lax.stop_gradient(loss)
+
+def step_loss_fn(compute_dtype, seen: dict[str, Any]) -> Callable:
+    """The trainer's loss function, running the forward pass in `compute_dtype`. A
+    closure, not a partial: nnx.value_and_grad resolves keyword arguments to positions."""
+
+    def step_loss(model, input_tokens, input_mask, positions, attention_mask, loss_scale):
+        """Next-token cross-entropy on the trained tokens, summed, each row times its scale
+        (the step's, on every row so that the scale shards with the rows). `input_mask`
+        marks trained tokens (the harness's labels != -100). `seen["compute"]` gets the
+        logits' dtype when the step is traced: what the model's matmuls produced."""
+        logits, _ = in_compute_dtype(model, compute_dtype)(input_tokens, positions, None, attention_mask)
+        seen["compute"] = logits.dtype
+        losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1].astype(jnp.float32),
+                                                                 input_tokens[:, 1:])
+        loss = jnp.sum(jnp.sum(losses * input_mask[:, 1:], axis=1) * loss_scale)
+        return loss, jax.lax.stop_gradient(loss)
+
+    return step_loss
 
 
 def model_input(batch: dict[str, Any]) -> dict[str, Any]:
@@ -45,12 +63,21 @@ def model_input(batch: dict[str, Any]) -> dict[str, Any]:
 
 
 def trainer_input(micro, loss_scale: float) -> dict[str, np.ndarray]:
-    """A harness micro-batch as Tunix's trainer takes it (host arrays; the trainer shards
-    rows over the fsdp axis)."""
+    """A harness micro-batch as Tunix's trainer takes it: host arrays with one entry per
+    row, the loss scale included, so that every array splits over the rows alike."""
+    rows = micro.input_ids.shape[0]
     return {"input_tokens": micro.input_ids.astype(np.int32),
             "input_mask": micro.labels != -100,
             "attention_mask": micro.attention_mask.astype(bool),
-            "loss_scale": np.asarray(loss_scale, dtype=np.float32)}
+            "loss_scale": np.full(rows, loss_scale, dtype=np.float32)}
+
+
+def shard_rows(example: dict[str, np.ndarray], axes: tuple[str, ...]) -> dict[str, jax.Array]:
+    """The example's rows split over `axes` of the current mesh, exactly as the trainer
+    would split them (Tunix's `shard_input`), done here so the harness holds the arrays.
+    `shard_input` replicates an array whose rows do not divide the axis, without a word:
+    the backend counts the distinct row ranges of what it returns."""
+    return sharding_utils.shard_input(example, axes)
 
 
 class HarnessData(hooks.DataHooks):
@@ -70,11 +97,12 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
     """PeftTrainer that keeps each micro-batch's loss (a device array) and the time its
     dispatch returned; nothing else about the trainer changes."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, compute_dtype, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.micro_losses: list[Any] = []
         self.dispatched_at: list[float] = []
-        self.with_loss_fn(step_loss, has_aux=True)
+        self.seen: dict[str, Any] = {}  # what tracing the step saw: the logits' dtype
+        self.with_loss_fn(step_loss_fn(compute_dtype, self.seen), has_aux=True)
         self.with_gen_model_input_fn(model_input)
 
     def _post_process_train_step(self, aux: Any) -> None:
@@ -82,11 +110,12 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
         self.micro_losses.append(aux)
 
 
-def new_trainer(model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int) -> ObservedPeftTrainer:
+def new_trainer(model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int,
+                compute_dtype) -> ObservedPeftTrainer:
     config = peft_trainer.TrainingConfig(
         eval_every_n_steps=max_steps + 1, max_steps=max_steps,
         # None rather than 1: Tunix would wrap the optimizer in a one-step MultiSteps.
         gradient_accumulation_steps=accumulation if accumulation > 1 else None,
         max_inflight_computations=max_inflight, data_sharding_axis=("fsdp",), pbar_description=None,
     )
-    return ObservedPeftTrainer(model, optimizer, config)
+    return ObservedPeftTrainer(model, optimizer, config, compute_dtype=compute_dtype)
