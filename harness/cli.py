@@ -24,7 +24,7 @@ def _key_value(text: str, what: str) -> tuple[str, str]:
 def cmd_run(args) -> int:
     from rich.console import Console
 
-    from harness.display import RunProgress, summary_table
+    from harness.display import RunProgress, summary
     from harness.loader import parse_override
     from harness.runner import RunRequest, run_sweep
 
@@ -40,10 +40,16 @@ def cmd_run(args) -> int:
     if args.dry_run:
         return _print_plans(result.plans, args.json)
     if result.records:
-        console.print(summary_table(result.records))
+        console.print(summary(result.records, console))
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "_path"} for r in result.records], indent=1))
-    return 1 if result.failed else 0
+        skipped = [{"skipped": True, **s, "reason": "already has a successful record (--force reruns it)"}
+                   for s in result.skipped_records]
+        ran = [{**{k: v for k, v in r.items() if k != "_path"}, "path": r["_path"]} for r in result.records]
+        print(json.dumps(skipped + ran, indent=1))
+    for rescued in result.rescued:
+        print(f"bench: could not write the record to {rescued['results_dir']} ({rescued['problem']}); "
+              f"saved it to {rescued['path']}", file=sys.stderr)
+    return 1 if result.failed or result.rescued else 0
 
 
 def _print_plans(resolved, as_json: bool) -> int:
@@ -70,12 +76,15 @@ def cmd_backends(args) -> int:
     from harness import registry
 
     interpreters = dict(_key_value(p, "--python") for p in args.python)
+    registry.check_interpreters(interpreters)  # a misspelt --python name is refused, not ignored
+    backends = registry.all_backends()
+    how = "one at a time: this accelerator admits one process" if registry.exclusive_accelerator() else "in parallel"
+    print(f"probing {len(backends)} backends, a worker process each ({how})...", file=sys.stderr, flush=True)
     table = Table(title="bench backends")
     for column in ("backend", "available", "devices", "python", "reason / summary"):
         table.add_column(column)
     rows = []
-    for name, info in registry.all_backends().items():
-        result = registry.probe(name, registry.interpreter_for(name, interpreters))
+    for (name, info), result in zip(backends.items(), registry.probe_all(list(backends), interpreters)):
         p = result.probe
         devices = f"{p.device_kind} x{p.device_count} ({p.device_name})" if p.available else "-"
         table.add_row(name, "yes" if p.available else "no", escape(devices), escape(result.python),
@@ -89,12 +98,30 @@ def cmd_backends(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from harness.loader import validate_file
+    """Every file is checked (a bad one does not hide the next): an `ok` line each on
+    stdout, one `bench: ` line per bad file on stderr, exit 2 if any was bad."""
+    from collections import Counter
 
+    from harness.loader import validate_runs
+    from harness.spec import tasks_of
+
+    bad = 0
     for path in args.scenarios:
-        count = validate_file(path)
-        print(f"{path}: ok ({count} run{'s' if count != 1 else ''})")
-    return 0
+        try:
+            runs = validate_runs(path)
+        except BenchError as exc:
+            _print_error(exc)
+            bad += 1
+            continue
+        tasks = Counter(task for run in runs for task in tasks_of(run.scenario))
+        records = sum(tasks.values())
+        kinds = ", ".join(f"{n} {task}" for task, n in tasks.items())
+        print(f"{path}: ok ({_plural(len(runs), 'run')}, {_plural(records, 'record')}: {kinds})")
+    return 2 if bad else 0
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def cmd_show(args) -> int:
@@ -104,20 +131,26 @@ def cmd_show(args) -> int:
     from harness.store import load_record, load_records
 
     console = Console()
+    shown = []  # every target is read before anything is printed: a bad one is refused whole
     for target in args.records:
         path = Path(target)
+        if not path.exists():
+            raise SpecError(str(path), "", "no such results file or directory")
         if path.is_dir():
             loaded = load_records([path])
             for warning in loaded.warnings:
-                console.print(f"[yellow]warning: {warning}[/yellow]")
-            records = loaded.records
+                _stderr_console().print(f"[yellow]warning: {warning}[/yellow]")
+            if not loaded.records:
+                skipped = f" ({len(loaded.warnings)} unreadable files skipped)" if loaded.warnings else ""
+                raise SpecError(str(path), "", f"no result records found{skipped}")
+            shown.extend(loaded.records)
         else:
             try:
-                records = [load_record(path)]
+                shown.append(load_record(path))
             except ValueError as exc:
                 raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
-        for record in records:
-            show_record(record, console)
+    for record in shown:
+        show_record(record, console)
     return 0
 
 
@@ -126,29 +159,38 @@ def cmd_gate(args) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from harness.gate import load_budgets, markdown, require_checks, run_gate
+    from harness.gate import failing, load_budgets, markdown, no_data_reason, require_checks, run_gate
 
     console = Console(stderr=True)
     budgets = load_budgets(args.budgets)
     current = _load_or_fail(args.results, console)
     baseline = _load_or_fail([args.baseline], console) if args.baseline else None
     checks = run_gate(current, baseline, budgets, args.budgets or "budgets")
-    require_checks(checks, args.budgets or "bench gate")
+    require_checks(checks, ", ".join(args.results), args.budgets, args.baseline, budgets)
+    summary = markdown(checks, args.allow_no_data)
+    failed = failing(checks, args.allow_no_data)
     if args.markdown:
-        Path(args.markdown).write_text(markdown(checks))
+        try:
+            Path(args.markdown).write_text(summary)
+        except OSError as exc:
+            raise SpecError(f"--markdown {args.markdown}", "", f"cannot write: {exc.strerror or exc}") from None
     if args.format == "md":
-        print(markdown(checks), end="")
+        print(summary, end="")
     else:
         table = Table(title="bench gate")
         for column in ("run", "metric", "check", "verdict", "detail"):
             table.add_column(column)
         for c in checks:
-            style = "red" if c.failed else ("yellow" if c.verdict in ("noise", "no-data") else "green")
+            style = "red" if c in failed else ("yellow" if c.verdict in ("noise", "no-data") else "green")
             table.add_row(escape(c.group), c.metric, c.kind, f"[{style}]{c.verdict}[/{style}]", escape(c.detail))
         Console().print(table)
-    failed = [c for c in checks if c.failed]
     for c in failed:
-        print(f"REGRESSION {c.group}: {c.detail}", file=sys.stderr)
+        if c.failed:
+            print(f"REGRESSION {c.group}: {c.detail}", file=sys.stderr)
+    missing = no_data_reason(checks)
+    if missing and not args.allow_no_data:
+        print(f"bench: gate failed: {missing}; a gate that compares nothing must not pass "
+              "(--allow-no-data accepts missing data)", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -170,10 +212,11 @@ def cmd_cost(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.cost import cost_ratio, cost_statement, load_catalog, parse_fleet, sensitivity
+    from harness.cost import check_speedup, cost_ratio, cost_statement, load_catalog, parse_fleet, sensitivity
 
+    check_speedup(args.speedup)
     catalog = load_catalog(args.prices)
-    a, b = parse_fleet(args.a), parse_fleet(args.b)
+    a, b = parse_fleet(args.a, catalog, "--a"), parse_fleet(args.b, catalog, "--b")
     result = cost_ratio(args.speedup, a, b, catalog)
     rows = sensitivity(args.speedup, a, b, catalog)
     if args.json:
@@ -289,6 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--baseline", help="results directory to compare against (relative limits)")
     gate.add_argument("--markdown", help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     gate.add_argument("--format", choices=("table", "md"), default="table")
+    gate.add_argument("--allow-no-data", action="store_true",
+                      help="pass checks that have no data (no comparable baseline run, metric absent); "
+                           "by default they fail the gate")
     gate.set_defaults(func=cmd_gate)
     cost = sub.add_parser("cost", help="what a speed-up means in money: cost ratio, price ratio, sensitivity")
     cost.add_argument("--speedup", type=float, required=True, help="how many times faster a is than b")
@@ -315,12 +361,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_error(exc: BenchError) -> None:
+    """`bench: <message>`, one line whatever the message holds."""
+    print("bench: " + " ".join(str(exc).split()), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
+        _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print("bench: interrupted; the run in flight was not recorded", file=sys.stderr)

@@ -8,11 +8,13 @@ prices file, or the scenario's `cost.prices` (in rising order of precedence).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
+from harness.spec import MAX_USD_PER_CHIP_HOUR  # past it, a misplaced decimal point
 
 CATALOG_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -52,8 +54,10 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
             raise SpecError(str(path), str(key), "each price needs on_demand (or spot), source and date")
         for field in ("on_demand", "spot"):
             value = entry.get(field)
-            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-                raise SpecError(str(path), f"{key}.{field}", f"must be a positive number, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 < value <= MAX_USD_PER_CHIP_HOUR):
+                raise SpecError(str(path), f"{key}.{field}", f"must be a number of $ per chip-hour > 0 and at most "
+                                                             f"{MAX_USD_PER_CHIP_HOUR:g}, got {value!r}")
     return doc
 
 
@@ -114,31 +118,59 @@ class Fleet:
         return f"{self.chips}x {self.accelerator}"
 
 
-def parse_fleet(text: str) -> Fleet:
-    """`h100-sxm:2`, `tpu-v5p:4`, or a TPU slice name such as `v5p-8` (= 4 chips)."""
-    from harness.accelerators import catalog_key, chips_in_slice
+# More chips than any one job rents (the largest TPU pods and GPU clusters are ~10^5).
+MAX_CHIPS = 1_000_000
 
-    key, sep, count = text.partition(":")
+
+def parse_fleet(text: str, catalog: dict[str, Any] | None = None, source: str | None = None) -> Fleet:
+    """`h100-sxm:2`, `tpu-v5p:4`, or a TPU slice name such as `v5p-8` (= 4 chips). With a
+    catalog, an accelerator it does not price is refused, listing the keys it does."""
+    from harness.accelerators import _CORES_PER_CHIP, catalog_key, chips_in_slice
+
+    where = f"{source} {text}" if source else text
+    key, sep, count = text.strip().partition(":")
     if sep:
-        if not count.isdigit() or int(count) < 1:
-            raise SpecError(text, "chips", f"expected a positive chip count, got {count!r}")
-        return Fleet(key, int(count))
-    try:
-        return Fleet(catalog_key("tpu", key), chips_in_slice(key))
-    except ValueError:
-        raise SpecError(text, "", "expected ACCELERATOR:CHIPS (h100-sxm:2) or a TPU slice (v5p-8)") from None
+        if not count.isdigit() or not 1 <= int(count) <= MAX_CHIPS:
+            raise SpecError(where, "chips", f"expected a chip count from 1 to {MAX_CHIPS}, got {count!r}")
+        fleet = Fleet(key, int(count))
+    else:
+        try:
+            fleet = Fleet(catalog_key("tpu", key), chips_in_slice(key))
+        except ValueError:
+            raise SpecError(where, "", "expected ACCELERATOR:CHIPS (h100-sxm:2) or a TPU slice (v5p-8)") from None
+        cores = int(key.rsplit("-", 1)[1])
+        per_chip = _CORES_PER_CHIP.get(fleet.accelerator, 1)
+        if cores % per_chip or cores < per_chip:
+            raise SpecError(where, "", f"a {fleet.accelerator} slice counts TensorCores, {per_chip} per chip: "
+                                       f"{cores} is not a whole number of chips (e.g. {key.rsplit('-', 1)[0]}-8 "
+                                       f"is {8 // per_chip} chips)")
+        if fleet.chips > MAX_CHIPS:
+            raise SpecError(where, "", f"{fleet.chips} chips is more than {MAX_CHIPS}")
+    if catalog is not None and fleet.accelerator not in catalog:
+        raise SpecError(where, "", f"unknown accelerator {key!r} (known: {', '.join(sorted(catalog))}, "
+                                   "or a TPU slice such as v5p-8)")
+    return fleet
 
 
 def hourly(fleet: Fleet, catalog, cost_spec=None, factor: float = 1.0) -> tuple[float, Price]:
     price = price_for(fleet.accelerator, cost_spec, catalog)
     if price is None:
-        raise SpecError("prices", fleet.accelerator, "no price in the catalog; give one with --prices")
+        known = ", ".join(sorted(k for k, e in catalog.items() if e.get((cost_spec.pricing if cost_spec else "on_demand"))))
+        raise SpecError("prices", fleet.accelerator, f"no price in the catalog (priced: {known}); give one with --prices")
     return fleet.chips * price.usd_per_chip_hour * factor, price
+
+
+def check_speedup(speedup: float) -> None:
+    """How many times faster a is than b: a positive, finite number (0 would be a
+    division by zero; a negative one a negative break-even price)."""
+    if not (isinstance(speedup, (int, float)) and math.isfinite(speedup) and speedup > 0):
+        raise SpecError("--speedup", "", f"how many times faster a is than b: a number > 0 (e.g. 1.6), got {speedup:g}")
 
 
 def cost_ratio(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, factors=(1.0, 1.0)) -> dict:
     """A job that runs `speedup` times faster on `a` than on `b`: what it costs on `a`
     relative to `b`. cost = chips x hours x price, so the ratio is price ratio / speedup."""
+    check_speedup(speedup)
     hourly_a, price_a = hourly(a, catalog, cost_spec, factors[0])
     hourly_b, price_b = hourly(b, catalog, cost_spec, factors[1])
     price_ratio = hourly_a / hourly_b

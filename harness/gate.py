@@ -44,6 +44,9 @@ class GateMetric:
     unit: str
     value: Callable[[dict[str, Any]], float | None]  # one record's figure
     samples: Callable[[dict[str, Any]], list[float]] | None = None  # raw samples, if any
+    # The task whose records have this figure: a budget is not applied to the other
+    # task's records (a train-and-serve scenario's TTFT budget says nothing of training).
+    task: Literal["train", "serve"] = "train"
 
 
 GATE_METRICS: dict[str, GateMetric] = {
@@ -62,13 +65,19 @@ GATE_METRICS: dict[str, GateMetric] = {
     "usd_run": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_run")),
     "usd_per_1m_tokens_real": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_tokens_real")),
     # serving
-    "ttft_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "median")),
-    "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99")),
-    "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median")),
-    "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99")),
-    "output_throughput_tok_s": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s")),
-    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens")),
+    "ttft_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "median"), task="serve"),
+    "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99"), task="serve"),
+    "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median"), task="serve"),
+    "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99"), task="serve"),
+    "output_throughput_tok_s": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s"),
+                                          task="serve"),
+    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens"),
+                                           task="serve"),
 }
+
+
+def _task(records: list[dict[str, Any]]) -> str:
+    return records[0].get("task") or "train"
 
 
 # --------------------------------------------------------------------------- budgets file
@@ -194,6 +203,8 @@ def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
             if (b.scenario or name) != name or (b.backend or backend) != backend or (b.accelerator or accelerator) != accelerator:
                 continue
             metric = GATE_METRICS[b.metric]
+            if metric.task != _task(records):
+                continue
             value = figure(metric, records)
             checks.append(_absolute(label(key), b, metric, value))
     return checks
@@ -217,6 +228,8 @@ def relative_checks(groups, baseline_groups, relative: dict[str, str], alpha: fl
     for key, records in groups.items():
         base = baseline_groups.get(key)
         for name, limit in relative.items():
+            if GATE_METRICS[name].task != _task(records):
+                continue
             if base is None:
                 checks.append(Check(label(key), name, "relative", None, None, "no-data", "no baseline for this run"))
                 continue
@@ -290,20 +303,55 @@ def run_gate(records, baseline_records, budgets: BudgetsFile, source: str) -> li
     return checks
 
 
-def markdown(checks: list[Check]) -> str:
+def failing(checks: list[Check], allow_no_data: bool = False) -> list[Check]:
+    """The checks that fail the gate: regressions, failed runs, and (unless the user
+    explicitly allows it) checks with no data: a gate that compares nothing must not pass."""
+    return [c for c in checks if c.failed or (c.verdict == "no-data" and not allow_no_data)]
+
+
+def no_data_reason(checks: list[Check]) -> str | None:
+    """One line on why checks had no data, or None when every check had some."""
+    missing = [c for c in checks if c.verdict == "no-data"]
+    if not missing:
+        return None
+    relative = [c for c in checks if c.kind == "relative"]
+    if relative and all(c.detail == "no baseline for this run" for c in relative):
+        why = ("the current and baseline results share no comparable runs (same scenario, variant, backend "
+               "and accelerator)")
+    else:
+        shown = "; ".join(f"{c.group} {c.metric}: {c.detail}" for c in missing[:3])
+        why = shown + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return f"{len(missing)} of {len(checks)} checks have no data: {why}"
+
+
+def markdown(checks: list[Check], allow_no_data: bool = False) -> str:
     from harness.textsafe import md_cell
 
+    failed = failing(checks, allow_no_data)
     lines = ["| run | metric | check | measured | limit | verdict | detail |", "|---|---|---|---|---|---|---|"]
     for c in checks:
         lines.append("| " + " | ".join(md_cell(x) for x in (
             c.group, c.metric, c.kind, _fmt(c.measured, ""), _fmt(c.limit, ""),
-            c.verdict.upper() if c.failed else c.verdict, c.detail)) + " |")
-    failed = sum(c.failed for c in checks)
+            c.verdict.upper() if c in failed else c.verdict, c.detail)) + " |")
     lines.append("")
-    lines.append(f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} checks, {failed} failed")
+    lines.append(f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} checks, {len(failed)} failed")
     return "\n".join(lines) + "\n"
 
 
-def require_checks(checks: list[Check], source: str) -> None:
+def require_checks(checks: list[Check], results: str, budgets_file: str | None, baseline: str | None,
+                   budgets: BudgetsFile) -> None:
+    """Refuse a gate that checks nothing, saying what is missing."""
+    if baseline is not None and not budgets.relative:
+        missing = (f"{budgets_file} has no `relative:` limits; add some" if budgets_file
+                   else "without --budgets there are no relative limits; give --budgets FILE")
+        raise SpecError(f"--baseline {baseline}", "", f"nothing is compared with the baseline: {missing}, "
+                                                      "e.g. `relative: {step_time_s: +5%}`")
+    if budgets.relative and baseline is None:
+        raise SpecError(budgets_file or "--budgets", "relative", "relative limits compare with a baseline: give "
+                                                                 "--baseline DIR (or drop them)")
     if not checks:
-        raise SpecError(source, "", "no checks: give --budgets with budgets/relative limits, or --baseline")
+        if budgets_file:
+            raise SpecError(budgets_file, "", f"no checks: its budgets match no run in {results}, and those "
+                                              "records declare no budgets of their own")
+        raise SpecError(results, "", "no checks: give --budgets FILE (budgets or relative limits) with --baseline "
+                                     "DIR, or run scenarios that declare budgets")

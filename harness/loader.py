@@ -30,6 +30,20 @@ MAX_EXPANDED_NODES = 100_000
 _FIELD_PREFIX = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader, plus YAML 1.2's reading of exponent floats: YAML 1.1 (PyYAML)
+    reads `1e3` and `2e-5` as strings, which a number field then half-accepts and a
+    prices file refuses. (Its yes/no/on/off booleans are refused where a field wants a
+    number or a string: see `harness.spec.Section`.)"""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 # --------------------------------------------------------------------------- YAML
 def _expanded_size(node: yaml.Node, memo: dict[int, int], limit: int) -> int:
     """Nodes the document would have with every alias expanded, without expanding."""
@@ -57,21 +71,52 @@ def parse_yaml(text: str, source: str) -> Any:
     if len(text.encode("utf-8", "replace")) > MAX_DOCUMENT_BYTES:
         raise SpecError(source, "", f"document is larger than {MAX_DOCUMENT_BYTES} bytes")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
         if node is None:
             return None
         if _expanded_size(node, {}, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
             raise SpecError(source, "", f"aliases expand to more than {MAX_EXPANDED_NODES} nodes; refused")
-        return yaml.safe_load(text)
+        _refuse_duplicate_keys(node, source)
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except SpecError:
         raise
     except yaml.constructor.ConstructorError as exc:
+        if "constructor for the tag" not in str(exc.problem):  # e.g. an unhashable (list) key
+            raise SpecError(source, "", f"{_yaml_where(exc)}invalid YAML: {exc.problem}") from None
         raise SpecError(source, "", f"{_yaml_where(exc)}unsupported YAML tag ({exc.problem}); only plain data is allowed") from None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(source, "", f"{_yaml_where(exc)}invalid YAML: {problem}") from None
     except RecursionError:
         raise SpecError(source, "", "document nests too deeply") from None
+
+
+def _refuse_duplicate_keys(root: yaml.Node, source: str) -> None:
+    """The YAML spec forbids a key twice in one mapping; PyYAML silently keeps the last,
+    so `steps: 10` ... `steps: 1000` would run the second. Refused, naming the key and
+    both lines. (Keys a `<<` merge brings in may be overridden: that is not a duplicate.)"""
+    seen_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:  # an alias: walked once
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, f"{path}.{i}" if path else str(i)) for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            first_line: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                dotted = f"{path}.{name}" if path else str(name)
+                if isinstance(key, yaml.ScalarNode):
+                    ident = (key.tag, key.value)
+                    if ident in first_line:
+                        raise SpecError(source, dotted, f"duplicate key (lines {first_line[ident]} and "
+                                                        f"{key.start_mark.line + 1}); YAML forbids a key twice in a "
+                                                        "mapping, and the last one would silently win")
+                    first_line[ident] = key.start_mark.line + 1
+                stack.append((value, dotted))
 
 
 def _yaml_where(exc: yaml.YAMLError) -> str:
@@ -104,8 +149,13 @@ def document_from_text(text: str, source: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- validation
+# The names pydantic gives the members of a union in an error's location
+# (`devices.constrained-int`, `concurrency.function-after[...]`): not fields.
+_UNION_MEMBER = re.compile(r"^(constrained-)?(int|float|str|bool|none)$|^[\w-]+\[.*\]$", re.S)
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc)
+    return ".".join(str(part) for part in loc if not (isinstance(part, str) and _UNION_MEMBER.match(part)))
 
 
 def first_error(exc: ValidationError, source: str) -> SpecError:
@@ -241,6 +291,11 @@ def _profile(base: Scenario, name: str | None, source: str) -> dict[str, Any] | 
 
 def validate_file(path: str | Path) -> int:
     """Validate a file, every profile and every matrix cell; returns the number of runs."""
+    return len(validate_runs(path))
+
+
+def validate_runs(path: str | Path) -> list[ResolvedRun]:
+    """Validate a file, every profile and every matrix cell; returns its runs (no profile)."""
     from harness.registry import validate_backend_options  # cheap: no framework import
 
     runs = resolve_runs(path)
@@ -250,4 +305,4 @@ def validate_file(path: str | Path) -> int:
             validate_backend_options(run.scenario, f"{path} (profile {name})")
     for run in runs:
         validate_backend_options(run.scenario, str(path))
-    return len(runs)
+    return runs

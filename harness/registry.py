@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -80,8 +82,28 @@ def interpreter_for(name: str, configured: dict[str, str] | None = None) -> str:
     BENCH_PYTHON_<NAME> environment variable, then this interpreter."""
     if configured and name in configured:
         return configured[name]
-    env_key = "BENCH_PYTHON_" + name.upper().replace("-", "_")
-    return os.environ.get(env_key) or sys.executable
+    return os.environ.get(_env_key(name)) or sys.executable
+
+
+def _env_key(name: str) -> str:
+    return "BENCH_PYTHON_" + name.upper().replace("-", "_")
+
+
+def check_interpreters(configured: dict[str, str], names: list[str] | None = None) -> None:
+    """Before any work: every `--python NAME=PATH` names a known backend, and (for the
+    backends in `names`) the interpreter that would run its workers exists. A SpecError
+    naming the flag or variable and the path, instead of a probe's vaguer failure."""
+    backends = all_backends()
+    for name, path in configured.items():
+        if name not in backends:
+            raise SpecError(f"--python {name}={path}", "", f"unknown backend {name!r} (known: {', '.join(sorted(backends))})")
+    for name in names or []:
+        path = interpreter_for(name, configured)
+        if path == sys.executable or shutil.which(path):
+            continue
+        where = f"--python {name}={path}" if name in configured else f"{_env_key(name)}={path}"
+        what = "not executable" if Path(path).exists() else "no such file"
+        raise SpecError(where, "", f"the interpreter for backend {name!r} cannot be run ({what})")
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -104,7 +126,10 @@ def probe(name: str, python: str, timeout_s: float = 180.0) -> ProbeResult:
     """Ask a worker process of `python` whether `name` can run, and on what."""
     cmd = [python, "-m", "harness.worker", "probe", name]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=worker_env())
+        # A probe needs no device memory; JAX would otherwise grab 75% of each GPU, and
+        # probes run side by side (probe_all).
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env=worker_env({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}))
     except FileNotFoundError:
         return ProbeResult(name, python, Probe(False, f"interpreter not found: {python}"))
     except subprocess.TimeoutExpired:
@@ -117,6 +142,25 @@ def probe(name: str, python: str, timeout_s: float = 180.0) -> ProbeResult:
         return ProbeResult(name, python, Probe(False, f"probe failed (exit {done.returncode}): {tail}"))
 
 
+def exclusive_accelerator() -> bool:
+    """Whether this host has an accelerator that only one process may open at a time (a
+    TPU VM: /dev/accel*, or VFIO-bound TPU chips): probes there must take turns, or all
+    but the first would read 'in use' and say the backend is unavailable."""
+    vfio = Path("/dev/vfio")
+    return any(Path("/dev").glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
+
+
+def probe_all(names: list[str], interpreters: dict[str, str] | None = None) -> list[ProbeResult]:
+    """Probe every named backend, in the given order. Each probe is a worker process
+    (seconds: it imports a framework), so they run side by side, except on a host whose
+    accelerator admits one process at a time, where they take turns."""
+    jobs = [(name, interpreter_for(name, interpreters)) for name in names]
+    if exclusive_accelerator() or len(jobs) < 2:
+        return [probe(name, python) for name, python in jobs]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return list(pool.map(lambda job: probe(*job), jobs))
+
+
 def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -> ProbeResult:
     """The requested backend if it can run; otherwise the best available one."""
     if requested:
@@ -124,14 +168,18 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
         if not result.probe.available:
             raise BackendUnavailable(f"backend {requested!r} is not available: {result.probe.reason}")
         return result
-    ranked = sorted(all_backends().values(), key=lambda info: -info.priority)
-    fallback = None
-    for info in ranked:
-        result = probe(info.name, interpreter_for(info.name, interpreters))
+    ranked = [info.name for info in sorted(all_backends().values(), key=lambda info: -info.priority)]
+    # Side by side where that is safe; else one at a time, stopping at the first accelerator.
+    results = ((probe(name, interpreter_for(name, interpreters)) for name in ranked) if exclusive_accelerator()
+               else iter(probe_all(ranked, interpreters)))
+    fallback, reasons = None, []
+    for result in results:
         if result.probe.available and result.probe.device_kind != "cpu":
             return result
-        if result.probe.available and fallback is None and info.name == "torch":
+        if result.probe.available and fallback is None and result.name == "torch":
             fallback = result
+        reasons.append(f"{result.name}: {result.probe.reason or 'available'}")
     if fallback is None:
-        raise BackendUnavailable("no backend is available: install one, e.g. pip install -e '.[torch]'")
+        raise BackendUnavailable(f"no backend is available ({'; '.join(reasons)}): install one, "
+                                 "e.g. pip install -e '.[torch]'")
     return fallback

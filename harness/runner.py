@@ -9,6 +9,7 @@ record with the same run key are skipped (resume), unless forced.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -21,11 +22,12 @@ from typing import Any, Callable
 
 from harness import plan as plans
 from harness import registry
-from harness.cost import load_catalog
+from harness.cost import load_catalog, parse_fleet, price_for
+from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
-from harness.spec import tasks_of
-from harness.store import successful_run_keys, write_record
+from harness.spec import MAX_SECONDS, Scenario, tasks_of
+from harness.store import load_records, write_record
 from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
@@ -52,6 +54,10 @@ class SweepResult:
     records: list[dict[str, Any]]
     skipped: list[ResolvedRun]
     plans: list[tuple[ResolvedRun, "plans.Plan | None"]] = field(default_factory=list)
+    # Runs skipped as already done: {"path", "run_key", "task", "variant", "repeat"} each.
+    skipped_records: list[dict[str, Any]] = field(default_factory=list)
+    # Records that could not be written to the results directory, and where they went.
+    rescued: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -69,6 +75,7 @@ def pick_profile(requested: str, profiles: dict[str, Any], device_kind: str) -> 
 def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     base = validate(read_document(request.scenario_path), request.scenario_path)
+    catalog = preflight(request, base)  # seconds, before any backend is probed
     chosen = registry.choose_backend(request.backend or base.backend, request.interpreters)
     profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
@@ -79,29 +86,137 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     resolved = [(run, plan_of(run, chosen, request.scenario_path)) for run in runs]
     if request.dry_run:
         return SweepResult([], [], resolved)
-    catalog = load_catalog(request.prices_file)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
-    done = set() if request.force else successful_run_keys(request.results_dir)
-    records, skipped = [], []
+    check_budget_prices(runs, accelerator, catalog, request.scenario_path)
+    done = {} if request.force else successful_records(request.results_dir)
+    records, skipped, skipped_records, rescued = [], [], [], []
     jobs = [(run, plan, task) for run, plan in resolved for task in tasks_of(run.scenario)]
     for number, (run, plan, task) in enumerate(jobs, 1):
         backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
         if key in done:
             skipped.append(run)
+            skipped_records.append({"path": done[key], "run_key": key, "task": task, "variant": run.variant,
+                                    "repeat": run.repeat})
             progress.skipped(run, number, len(jobs))
             continue
         progress.start(run, number, len(jobs), chosen, task)
         started = time.time()
-        outcome = execute_run(run, chosen, request.timeout_s or run.scenario.run_timeout_s, progress.event, task,
-                              plan=plan)
+        timeout_s = request.timeout_s if request.timeout_s is not None else run.scenario.run_timeout_s
+        outcome = execute_run(run, chosen, timeout_s, progress.event, task, plan=plan)
         record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
                               finished=time.time(), catalog=catalog, command=request.command, task=task,
                               plan=plan if task == "train" else None)
-        record["_path"] = str(write_record(request.results_dir, record))
+        path, problem = save_record(request.results_dir, record)
+        record["_path"] = str(path)
+        if problem is not None:
+            rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
         progress.finish(record)
         records.append(record)
-    return SweepResult(records, skipped)
+    return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued)
+
+
+# --------------------------------------------------------------------------- pre-flight
+def preflight(request: RunRequest, base: Scenario) -> dict[str, Any]:
+    """Everything that can be checked before any work (before probing a backend, even):
+    the time limit, the prices file, --python, the backend name, every run's scenario
+    and backend options, and that the results directory can be written. A SpecError
+    naming the flag or field, in seconds, instead of a failure an hour into a sweep.
+    Returns the price catalog."""
+    source = request.scenario_path
+    if request.timeout_s is not None and not (math.isfinite(request.timeout_s) and 0 < request.timeout_s <= MAX_SECONDS):
+        raise SpecError("--timeout", "", f"a per-run time limit is a number of seconds > 0 and at most "
+                                         f"{MAX_SECONDS:.0f} (a week), got {request.timeout_s:g}")
+    catalog = load_catalog(request.prices_file)
+    requested = request.backend or base.backend
+    if requested:
+        registry.get(requested)  # an unknown name, with the known ones
+    registry.check_interpreters(request.interpreters, [requested] if requested else list(registry.all_backends()))
+    # Every matrix cell with the --set overrides (and a named profile): their fields and
+    # backend options. The device-kind profile (`auto`) is applied, and checked, after
+    # the probe; `bench validate` checks every profile.
+    named = request.profile if request.profile not in ("auto", "none") else None
+    for run in resolve_runs(source, request.overrides, named):
+        registry.validate_backend_options(run.scenario, source)
+    if not request.dry_run:
+        check_results_dir(request.results_dir)
+    return catalog
+
+
+def check_results_dir(results_dir: Path) -> None:
+    """The results directory (or the nearest existing folder above it, where it would be
+    created) is a directory this process can write: tried with a real file, since
+    permission bits do not tell (root, read-only mounts). Creates nothing that stays."""
+    target = Path(results_dir)
+    where = f"--results-dir {target}"
+    existing = target
+    while not existing.exists():
+        if existing.is_symlink():
+            raise SpecError(where, "", f"{existing} is a broken symbolic link")
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == target else f"cannot be created: {existing} is a file"
+        raise SpecError(where, "", f"{what}, not a directory; give a directory (it is created if missing)")
+    try:
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".tmp-bench-preflight-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SpecError(where, "", f"cannot write in {existing}: {exc.strerror or exc}") from None
+
+
+# Scenario budget metrics that are figures in money: they need a price for the device.
+_PRICED_METRICS = {"train": ("usd_run", "usd_per_1m_tokens_real"), "serve": ("usd_per_1m_output_tokens",)}
+
+
+def check_budget_prices(runs: list[ResolvedRun], accelerator: str, catalog: dict[str, Any], source: str) -> None:
+    """A budget on a $ figure needs a price for the device the run measures; without one
+    the record has no cost and the gate could never check it: refused before any work."""
+    for run in runs:
+        scenario = run.scenario
+        for task in tasks_of(scenario):
+            key = accelerator
+            if task == "serve" and scenario.serve.accelerator:
+                key = parse_fleet(scenario.serve.accelerator).accelerator
+            for i, budget in enumerate(scenario.budgets):
+                if budget.metric in _PRICED_METRICS[task] and price_for(key, scenario.cost, catalog) is None:
+                    raise SpecError(_where(source, run), f"budgets.{i}.metric",
+                                    f"{budget.metric} needs a price for {key!r} ({scenario.cost.pricing}), and neither "
+                                    f"the price catalog nor cost.prices has one: add cost.prices.{key} or --prices FILE")
+
+
+def successful_records(results_dir: Path) -> dict[str, str]:
+    """run_key -> path of the successful records already in the store (for resume)."""
+    if not Path(results_dir).is_dir():
+        return {}
+    return {r["run_key"]: r["_path"] for r in load_records([results_dir]).records
+            if r.get("status") == "ok" and r.get("run_key")}
+
+
+# --------------------------------------------------------------------------- saving
+def rescue_dirs() -> list[Path]:
+    """Where a record goes when its results directory cannot take it: the current
+    directory, else the system's temporary directory."""
+    return [Path.cwd() / "bench-rescued-records", Path(tempfile.gettempdir()) / "bench-rescued-records"]
+
+
+def save_record(results_dir: Path, record: dict[str, Any]) -> tuple[Path, str | None]:
+    """Write the record; if the results directory fails it (full disk, removed, made
+    read-only during the run), write it somewhere safe instead: an hour's run is never
+    lost to a write. Returns the path and, when rescued, what went wrong."""
+    try:
+        return write_record(results_dir, record), None
+    except OSError as exc:
+        problem = f"{type(exc).__name__}: {exc.strerror or exc}"
+    tried = []
+    for place in rescue_dirs():
+        try:
+            return write_record(place, record), problem
+        except OSError as exc:
+            tried.append(f"{place} ({exc.strerror or exc})")
+    raise BenchError(f"could not write the record to {results_dir} ({problem}), nor to {', '.join(tried)}")
 
 
 def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":

@@ -7,14 +7,66 @@ validated by that backend's own config model (see `harness.registry`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import datetime
+import types
+import typing
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from harness.presets import MODEL_PRESETS
 
+# Upper bounds. Each is generous (far beyond any run this harness is for) but finite: a
+# value past it is a typo or a unit mistake (`steps: 1e9`, `max_length: 5000000`), and
+# would otherwise run until the time limit, or exhaust memory, before saying anything.
 # A sweep larger than this is almost certainly a typo (and would take weeks).
 MAX_RUNS = 1000
+# Steps, windows: a million optimizer steps is weeks of pre-training, not a benchmark.
+MAX_STEPS = 1_000_000
+# Examples to generate or read: 10M synthetic chats would take hours to build alone.
+MAX_EXAMPLES = 10_000_000
+# Tokens in a sequence: 1M is the longest context any released model takes.
+MAX_SEQUENCE = 1 << 20
+# Rows per optimizer step (or micro-batch): 64k rows is more than the largest published
+# pre-training batches (a few thousand rows of 4k tokens).
+MAX_BATCH = 65_536
+# Devices (and each parallel axis): a full TPU v5p pod is 8,960 chips.
+MAX_DEVICES = 65_536
+# A LoRA rank past the widest hidden size is no longer low-rank.
+MAX_LORA_RANK = 16_384
+# Vocabulary: the largest released tokenizers have ~262k entries.
+MAX_VOCAB = 1 << 20
+# Model shape fields (hidden, intermediate sizes; layers; heads; head_dim).
+MAX_WIDTH = 1 << 18
+MAX_LAYERS = 1024
+MAX_HEADS = 4096
+# Seeds: numpy accepts 0 .. 2**32 - 1 (a negative seed crashes it mid-run).
+MAX_SEED = 2**32 - 1
+# A learning rate past 10 (SGD included) diverges at the first step.
+MAX_LR = 10.0
+# Serving: requests, tokens, concurrency and rates a single benchmark can drive.
+MAX_REQUESTS = 1_000_000
+MAX_OUTPUT_TOKENS = 1 << 20
+MAX_CONCURRENCY = 100_000
+MAX_REQUEST_RATE = 1_000_000.0
+# Seconds: a week, for run time limits, timeouts and SLO targets.
+MAX_SECONDS = 7 * 24 * 3600.0
+# $ per chip-hour: list prices are $0.05 to ~$15; $1000 is a misplaced decimal point.
+MAX_USD_PER_CHIP_HOUR = 1000.0
+
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+
+
+def _accepts_bool(annotation: Any) -> bool:
+    """Whether a field's type takes a boolean as itself: bool, Any, or a union holding one."""
+    if annotation is bool or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _accepts_bool(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts_bool(arg) for arg in typing.get_args(annotation))
+    return False
 
 
 class Section(BaseModel):
@@ -22,24 +74,39 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_stray_booleans(cls, data: Any) -> Any:
+        """YAML 1.1 reads yes/no/on/off (and true/false) as booleans; pydantic would then
+        take `steps: on` as 1 and `lr: yes` as 1.0. A boolean where the field wants a
+        number or a string is refused, naming the field."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                info = cls.model_fields.get(name) if isinstance(name, str) else None
+                if isinstance(value, bool) and info is not None and not _accepts_bool(info.annotation):
+                    raise ValueError(f"{name}: got the boolean {str(value).lower()}, which this field does not "
+                                     "take (YAML reads yes/no/on/off/true/false as booleans: quote a text value)")
+        return data
+
 
 # --------------------------------------------------------------------------- model
 class Architecture(Section):
     """Decoder architecture fields; a preset fills them, explicit values override."""
 
     family: Literal["gemma3", "qwen2", "llama"] = "gemma3"
-    vocab_size: PositiveInt | None = None
-    hidden_size: PositiveInt | None = None
-    intermediate_size: PositiveInt | None = None
-    num_layers: PositiveInt | None = None
-    num_heads: PositiveInt | None = None
-    num_kv_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    sliding_window: PositiveInt | None = None
-    query_pre_attn_scalar: PositiveFloat | None = None
-    max_position_embeddings: PositiveInt | None = None
-    rope_theta: PositiveFloat | None = None
-    rope_local_theta: PositiveFloat | None = None
+    vocab_size: int | None = Field(None, gt=0, le=MAX_VOCAB)
+    hidden_size: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    intermediate_size: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    num_layers: int | None = Field(None, gt=0, le=MAX_LAYERS)
+    num_heads: int | None = Field(None, gt=0, le=MAX_HEADS)
+    num_kv_heads: int | None = Field(None, gt=0, le=MAX_HEADS)
+    head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    sliding_window: int | None = Field(None, gt=0, le=MAX_SEQUENCE)
+    query_pre_attn_scalar: float | None = Field(None, gt=0, le=1e9)
+    max_position_embeddings: int | None = Field(None, gt=0, le=MAX_SEQUENCE)
+    # Largest in use: 1e6 to 1e7 (long-context Llama, Qwen); 1e12 is a typo.
+    rope_theta: float | None = Field(None, gt=0, le=1e12)
+    rope_local_theta: float | None = Field(None, gt=0, le=1e12)
     tie_embeddings: bool | None = None
 
 
@@ -78,7 +145,7 @@ class TokenizerSpec(Section):
     # local-bpe: a byte-level BPE the project trains on its own corpus and caches, so no
     # hub is needed. hf-dir: a local Hugging Face tokenizer directory (tokenizer.json).
     kind: Literal["local-bpe", "hf-dir"] = "local-bpe"
-    vocab_size: PositiveInt = 8192
+    vocab_size: int = Field(8192, gt=0, le=MAX_VOCAB)
     path: str | None = None
 
     @model_validator(mode="after")
@@ -91,17 +158,23 @@ class TokenizerSpec(Section):
 class CallMix(Section):
     """Shares of the synthetic example kinds (BFCL's categories, as in W4)."""
 
-    single: float = Field(0.55, ge=0)
-    multiple: float = Field(0.15, ge=0)
-    parallel: float = Field(0.15, ge=0)
-    irrelevance: float = Field(0.15, ge=0)
+    single: float = Field(0.55, ge=0, le=1e6)
+    multiple: float = Field(0.15, ge=0, le=1e6)
+    parallel: float = Field(0.15, ge=0, le=1e6)
+    irrelevance: float = Field(0.15, ge=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _some_share(self) -> "CallMix":
+        if not (self.single or self.multiple or self.parallel or self.irrelevance):
+            raise ValueError("single: every share is zero; give at least one kind a share")
+        return self
 
 
 class DataSpec(Section):
     source: Literal["function-calling", "jsonl"] = "function-calling"
     path: str | None = None
-    num_examples: PositiveInt = 512
-    seed: int = 0
+    num_examples: int = Field(512, gt=0, le=MAX_EXAMPLES)
+    seed: Seed = 0
     mix: CallMix = CallMix()
     chat_format: Literal["gemma", "chatml"] = "gemma"
     tokenizer: TokenizerSpec = TokenizerSpec()
@@ -117,7 +190,7 @@ class DataSpec(Section):
 
 # --------------------------------------------------------------------------- sequence
 class SequenceSpec(Section):
-    max_length: PositiveInt = 512
+    max_length: int = Field(512, gt=0, le=MAX_SEQUENCE)
     # static: every batch padded to max_length (one shape: what XLA wants).
     # dynamic: padded to the longest row of the micro-batch (a new shape per length).
     # bucketed: padded to the smallest bucket that fits (a few shapes).
@@ -143,18 +216,20 @@ class SequenceSpec(Section):
 
 # --------------------------------------------------------------------------- train
 class LoraSpec(Section):
-    rank: PositiveInt = 8
-    alpha: PositiveFloat = 16.0
+    rank: int = Field(8, gt=0, le=MAX_LORA_RANK)
+    alpha: float = Field(16.0, gt=0, le=1e6)
     dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    # At least one: LoRA on no module trains nothing.
+    target_modules: Annotated[tuple[str, ...], Field(min_length=1)] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 class OptimizerSpec(Section):
     name: Literal["adamw", "adafactor", "sgd"] = "adamw"
-    lr: PositiveFloat = 2e-5
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: PositiveFloat = 1e-8
+    lr: float = Field(2e-5, gt=0, le=MAX_LR)
+    weight_decay: float = Field(0.0, ge=0, le=10)
+    # Adam's moment decays: 0 <= beta < 1 (beta = 1 never forgets: a division by zero).
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
+    eps: float = Field(1e-8, gt=0, le=1)
 
 
 class ScheduleSpec(Section):
@@ -179,23 +254,23 @@ class TrainSpec(Section):
     lora: LoraSpec = LoraSpec()
     optimizer: OptimizerSpec = OptimizerSpec()
     schedule: ScheduleSpec = ScheduleSpec()
-    grad_clip: float | None = Field(1.0, gt=0)
+    grad_clip: float | None = Field(1.0, gt=0, le=1e6)
     # Rows (samples) per optimizer step, across all devices; micro_batch is rows per
     # data-parallel shard (per device when tensor = 1) per forward pass. Gradient
     # accumulation = global / (micro x data-parallel shards), shards = fsdp x data.
-    global_batch: PositiveInt = 8
-    micro_batch: PositiveInt = 8
-    steps: PositiveInt = 20
+    global_batch: int = Field(8, gt=0, le=MAX_BATCH)
+    micro_batch: int = Field(8, gt=0, le=MAX_BATCH)
+    steps: int = Field(20, gt=0, le=MAX_STEPS)
     # Benchmark warm-up: the first steps (compilation, allocator warm-up) are timed and
     # kept, but excluded from step-time statistics. At least one: the first step always
     # compiles or warms something, and must never count as a measured (re)compile.
-    warmup_steps: int = Field(2, ge=1)
+    warmup_steps: int = Field(2, ge=1, le=MAX_STEPS)
     # Extra steps after the measured ones, synchronised once at the end: what per-step
     # synchronisation costs (metrics.md, window_throughput). 0 = skip.
-    window_steps: int = Field(0, ge=0)
+    window_steps: int = Field(0, ge=0, le=MAX_STEPS)
     precision: Literal["fp32", "bf16", "fp16"] = "bf16"
     gradient_checkpointing: bool = False
-    seed: int = 0
+    seed: Seed = 0
 
     @model_validator(mode="after")
     def _batches_divide(self) -> "TrainSpec":
@@ -229,13 +304,13 @@ class ParallelSpec(Section):
 
     # Devices the run uses: a number, or `all` of this host's accelerators (one on a
     # CPU). On a CPU, backends that can (XLA, JAX, gloo ranks) run N virtual devices.
-    devices: PositiveInt | Literal["all"] = 1
+    devices: Annotated[int, Field(gt=0, le=MAX_DEVICES)] | Literal["all"] = 1
     # Axis sizes; their product is `devices`; -1 on one axis takes the devices left over.
     # fsdp: rows split AND parameters, gradients and optimizer state sharded (ZeRO-3);
     # data: rows split, everything replicated; tensor: each layer's matmuls split.
-    fsdp: int = Field(-1, ge=-1)
-    tensor: int = Field(1, ge=-1)
-    data: int = Field(1, ge=-1)
+    fsdp: int = Field(-1, ge=-1, le=MAX_DEVICES)
+    tensor: int = Field(1, ge=-1, le=MAX_DEVICES)
+    data: int = Field(1, ge=-1, le=MAX_DEVICES)
     # full_shard: parameters re-sharded after forward (ZeRO-3); shard_grad_op: kept
     # gathered until backward (ZeRO-2). Meaningful where the fsdp axis is > 1.
     sharding: Literal["full_shard", "shard_grad_op"] = "full_shard"
@@ -263,9 +338,15 @@ class ParallelSpec(Section):
 
 # --------------------------------------------------------------------------- cost, budgets
 class PriceOverride(Section):
-    usd_per_chip_hour: PositiveFloat
-    source: str
-    date: str
+    usd_per_chip_hour: float = Field(gt=0, le=MAX_USD_PER_CHIP_HOUR)
+    source: str = Field(min_length=1)
+    date: str = Field(min_length=1)
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date_as_text(cls, value: Any) -> Any:
+        """YAML reads `date: 2026-11-01` as a date: it is the date the user meant."""
+        return value.isoformat() if isinstance(value, datetime.date) else value
 
 
 class CostSpec(Section):
@@ -278,8 +359,8 @@ class WorkloadSpec(Section):
     """A train-plus-serve workload to price: `fine_tunes` runs of the train task plus
     `served_tokens_millions` million output tokens at the serve task's $/1M tokens."""
 
-    fine_tunes: float = Field(1.0, ge=0)
-    served_tokens_millions: float = Field(0.0, ge=0)
+    fine_tunes: float = Field(1.0, ge=0, le=1e6)
+    served_tokens_millions: float = Field(0.0, ge=0, le=1e9)  # a billion million: 1e15 tokens
 
 
 class Budget(Section):
@@ -291,10 +372,21 @@ class Budget(Section):
     backend: str | None = None
     accelerator: str | None = None
 
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, value: str) -> str:
+        from harness.gate import GATE_METRICS  # light: no framework
+
+        if value not in GATE_METRICS:
+            raise ValueError(f"unknown metric {value!r} (known: {', '.join(GATE_METRICS)})")
+        return value
+
     @model_validator(mode="after")
     def _one_limit(self) -> "Budget":
         if self.max is None and self.min is None:
             raise ValueError("give max or min")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min: {self.min:g} is above max {self.max:g}: no value can pass")
         return self
 
 
@@ -303,25 +395,25 @@ class PromptSpec(Section):
     # function-calling: the prompts (developer + user turns) of the same data the
     # fine-tune uses; synthetic: random words of about `input_words` words.
     source: Literal["function-calling", "synthetic"] = "function-calling"
-    input_words: PositiveInt = 200
-    seed: int = 0
+    input_words: int = Field(200, gt=0, le=1_000_000)
+    seed: Seed = 0
 
 
 class LoadSpec(Section):
     """Closed loop (`concurrency` requests in flight) or open loop (Poisson arrivals at
     `request_rate` requests/s, seeded, at most `concurrency` in flight if given)."""
 
-    concurrency: PositiveInt | None = 1
-    request_rate: PositiveFloat | None = None
-    seed: int = 0
+    concurrency: int | None = Field(1, gt=0, le=MAX_CONCURRENCY)
+    request_rate: float | None = Field(None, gt=0, le=MAX_REQUEST_RATE)
+    seed: Seed = 0
 
 
 class SloSpec(Section):
     """Targets for goodput: a request counts when it meets every given target."""
 
-    ttft_s: PositiveFloat | None = None
-    tpot_s: PositiveFloat | None = None
-    e2el_s: PositiveFloat | None = None
+    ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    tpot_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    e2el_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
 
 
 class EndpointSpec(Section):
@@ -333,10 +425,10 @@ class LaunchSpec(Section):
     """A server the harness starts, waits for, measures and stops. `{model_dir}` (the
     scenario's model saved locally), `{port}` (a free port) and `{python}` are filled in."""
 
-    command: tuple[str, ...]
+    command: Annotated[tuple[str, ...], Field(min_length=1)]
     base_url: str = "http://127.0.0.1:{port}/v1"
     health_url: str = "http://127.0.0.1:{port}/health"
-    health_timeout_s: PositiveFloat = 300.0
+    health_timeout_s: float = Field(300.0, gt=0, le=MAX_SECONDS)
     env: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
 
@@ -349,16 +441,16 @@ class ServeSpec(Section):
     launch: LaunchSpec | None = None
     api: Literal["completions", "chat"] = "completions"
     prompts: PromptSpec = PromptSpec()
-    output_tokens: PositiveInt = 64
+    output_tokens: int = Field(64, gt=0, le=MAX_OUTPUT_TOKENS)
     # Ask the server to ignore EOS so every request produces output_tokens (vLLM's
     # ignore_eos/min_tokens); server-specific fields go in extra_body.
     force_output_length: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     load: LoadSpec = LoadSpec()
-    num_requests: PositiveInt = 16
-    warmup_requests: int = Field(2, ge=0)
+    num_requests: int = Field(16, gt=0, le=MAX_REQUESTS)
+    warmup_requests: int = Field(2, ge=0, le=MAX_REQUESTS)
     slo: SloSpec = SloSpec()
-    request_timeout_s: PositiveFloat = 120.0
+    request_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
     # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
     # local and launch default to this machine's device.
     accelerator: str | None = None
@@ -376,7 +468,8 @@ class ServeSpec(Section):
 
 # --------------------------------------------------------------------------- scenario
 class Scenario(Section):
-    name: str
+    # It names the record files and report rows: one printable word or phrase.
+    name: str = Field(min_length=1, max_length=200)
     description: str = ""
     # Which public write-up this reproduces (W1..W5 in reference-workloads.md).
     reference: str | None = None
@@ -393,9 +486,9 @@ class Scenario(Section):
     cost: CostSpec = CostSpec()
     workload: WorkloadSpec | None = None
     budgets: tuple[Budget, ...] = ()
-    repeats: PositiveInt = Field(1, le=MAX_RUNS)
+    repeats: int = Field(1, gt=0, le=MAX_RUNS)
     # Per-run time limit for the worker process; None = no limit.
-    run_timeout_s: PositiveFloat | None = 3600.0
+    run_timeout_s: float | None = Field(3600.0, gt=0, le=MAX_SECONDS)
     # Per-backend knobs, validated by the named backend's own config model.
     backend_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # A sweep over dotted keys: one run per combination of values.

@@ -8,11 +8,16 @@ import os
 import sys
 
 from conftest import bench
+from harness import registry
 
 
 def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
     done = bench("backends", "--json")
     assert done.returncode == 0, done.stderr
+    # It says what it is doing (a worker process per backend, side by side), on stderr,
+    # and lists the backends in the registry's order however the probes finish.
+    assert "probing 5 backends" in done.stderr
+    assert [row["name"] for row in json.loads(done.stdout)] == list(registry.all_backends())
     rows = {row["name"]: row for row in json.loads(done.stdout)}
     assert rows["torch"]["available"] and rows["torch"]["device_kind"] == "cpu"
     assert rows["gpu-fsdp"]["available"] and "gloo" in rows["gpu-fsdp"]["reason"]
@@ -39,3 +44,33 @@ def test_run_with_an_unavailable_backend_exits_2_with_the_reason():
     done = bench("run", "scenarios/tiny.yaml", "--backend", "jax-tunix", "--python", f"jax-tunix={sys.executable}")
     assert done.returncode == 2 and "not available" in done.stderr and "Traceback" not in done.stderr
     assert "tunix" in done.stderr
+
+
+def test_probes_run_side_by_side_unless_the_accelerator_admits_one_process(monkeypatch):
+    """Each probe is a worker process of seconds; on a TPU VM the chip admits one
+    process at a time, so there they take turns (in parallel, all but one would read
+    'in use' and call the backend unavailable)."""
+    import threading
+    import time
+
+    from harness.backend import Probe
+
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def fake_probe(name, python, timeout_s=180.0):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return registry.ProbeResult(name, python, Probe(True, "", "cpu", "x", 1))
+
+    monkeypatch.setattr(registry, "probe", fake_probe)
+    names = list(registry.all_backends())
+    monkeypatch.setattr(registry, "exclusive_accelerator", lambda: False)
+    assert [r.name for r in registry.probe_all(names)] == names and peak[0] > 1
+    peak[0] = 0
+    monkeypatch.setattr(registry, "exclusive_accelerator", lambda: True)
+    assert [r.name for r in registry.probe_all(names)] == names and peak[0] == 1

@@ -12,6 +12,7 @@ import pytest
 from conftest import bench
 from harness.accelerators import catalog_key, chips_in_slice
 from harness.cost import cost_ratio, load_catalog, parse_fleet, price_for, training_cost, workload_cost
+from harness.errors import SpecError
 from harness.spec import CostSpec
 from records import make_record
 
@@ -132,3 +133,22 @@ def test_a_run_on_an_unknown_device_gets_no_mfu_no_price_and_a_warning():
             "num_kv_heads": 1, "head_dim": 4}
     metrics = training_metrics(raw, acc, FlopsModel(arch, lora=False, adapter_params=0))
     assert metrics["mfu"] is None and metrics["model_tflops_per_s"] > 0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("v5p-7", "2 per chip"),  # TensorCores: 7 is 3.5 chips, not 3
+    ("v4-1", "2 per chip"),
+    ("h100:2", "known: "),
+    ("v9-8", "unknown accelerator 'v9-8'"),
+    ("h100-sxm:0", "chip count"),
+    ("h100-sxm:99999999", "chip count"),
+])
+def test_a_fleet_that_is_not_one_is_refused(text, message):
+    with pytest.raises(SpecError, match=message):
+        parse_fleet(text, load_catalog(), "--a")
+
+
+@pytest.mark.parametrize("speedup", [0, -1.0, float("nan"), float("inf")])
+def test_a_speedup_must_be_positive_and_finite(speedup):
+    with pytest.raises(SpecError, match="--speedup"):
+        cost_ratio(speedup, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), load_catalog())

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from conftest import TINY, bench, records_in, write_scenario
-from harness.gate import BudgetsFile, load_budgets, run_gate
+from harness.gate import BudgetsFile, failing, load_budgets, markdown, no_data_reason, require_checks, run_gate
 from harness.errors import SpecError
 from records import failed_record, make_record
 
@@ -117,3 +117,35 @@ def test_with_repeats_the_noise_test_uses_between_run_variation():
     slower = _runs([m * 1.3 for m in (0.20, 0.23, 0.25, 0.21, 0.24)], seed=20)
     (check,) = run_gate(slower, baseline, budgets, "b")
     assert check.verdict == "regression" and "5 vs 5 runs" in check.detail
+
+
+def test_no_data_fails_the_gate_unless_allowed():
+    """Current and baseline from different scenarios: every relative check has no data.
+    A CI gate so misconfigured must fail, not pass silently, unless explicitly allowed."""
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+5%"}})
+    checks = run_gate([make_record([0.5] * 4, name="a")], [make_record([0.5] * 4, name="b")], budgets, "b")
+    assert verdicts(checks) == [("step_time_s", "no-data")]
+    assert failing(checks) == checks and failing(checks, allow_no_data=True) == []
+    assert "share no comparable runs" in no_data_reason(checks)
+    assert "**FAIL**" in markdown(checks) and "NO-DATA" in markdown(checks)
+    assert "**PASS**" in markdown(checks, allow_no_data=True)
+
+
+def test_budgets_apply_only_to_the_task_that_has_the_metric():
+    """A train-and-serve scenario's step-time budget is not a missing figure of its
+    serve record, nor its TTFT budget one of the train record."""
+    train = make_record([0.5] * 4, budgets=[{"metric": "step_time_s", "max": 1.0}, {"metric": "ttft_s", "max": 1.0}])
+    checks = run_gate([train], None, BudgetsFile(), "b")
+    assert verdicts(checks) == [("step_time_s", "pass")]
+
+
+@pytest.mark.parametrize("budgets, baseline, budgets_file, expected", [
+    ({}, "base", None, "without --budgets there are no relative limits"),
+    ({"budgets": [{"metric": "step_time_s", "max": 1}]}, "base", "b.yaml", "b.yaml has no `relative:` limits"),
+    ({"relative": {"step_time_s": "+5%"}}, None, "b.yaml", "relative limits compare with a baseline"),
+    ({}, None, None, "no checks: give --budgets FILE"),
+])
+def test_a_gate_that_would_check_nothing_says_exactly_why(budgets, baseline, budgets_file, expected):
+    with pytest.raises(SpecError) as err:
+        require_checks([], "results", budgets_file, baseline, BudgetsFile.model_validate(budgets))
+    assert expected in str(err.value) and not str(err.value).startswith("bench")

@@ -42,7 +42,7 @@ def test_one_raises_one_times_out_one_is_killed_and_the_sweep_goes_on(tmp_path, 
         {"match": {"train.seed": 2}, "at": "setup", "action": "hang"},
         {"match": {"train.seed": 3}, "at": "setup", "action": "hang", "pid_file": str(pid_file)},
     ]
-    path = write_scenario(tmp_path, TINY + "run_timeout_s: 30\nmatrix:\n  train.seed: [0, 1, 2, 3]\n")
+    path = write_scenario(tmp_path, TINY.replace("run_timeout_s: 300", "run_timeout_s: 30") + "matrix:\n  train.seed: [0, 1, 2, 3]\n")
     killer = _kill_when_pid_file_appears(pid_file)
     done = bench("run", str(path), "--results-dir", str(results), *SHORT, env={"BENCH_FAULTS": json.dumps(faults)})
     killer.join(timeout=1)
