@@ -83,7 +83,11 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
         return None
     return {
         "usd_run": usd(chips, metrics["run_time_s"], price),
-        "usd_steady_state": usd(chips, metrics["measured_time_s"], price),
+        # What a run pays before its steady state: setup (model build, sharding, data)
+        # and the warm-up steps (compilation); a fine-tune pays them once.
+        "usd_setup": usd(chips, metrics["setup_time_s"] or 0.0, price),
+        "usd_warmup": usd(chips, metrics["warmup_time_s"], price),
+        "usd_steady_state": usd(chips, metrics.get("steady_time_s", metrics["measured_time_s"]), price),
         # Steady state (no compiling step), and over every measured step (recompiles too).
         "usd_per_1m_tokens_real": usd(chips, 1e6 / metrics["tokens_per_s_real"], price)
         if metrics.get("tokens_per_s_real") else None,
@@ -198,6 +202,15 @@ def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None,
                      "cost_ratio_if_a_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (f, 1.0))["cost_ratio"],
                      "cost_ratio_if_b_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (1.0, f))["cost_ratio"]})
     return rows
+
+
+def fine_tune_cost(train_cost: dict[str, Any], tokens_millions: float) -> float | None:
+    """One real fine-tune of `tokens_millions` million real tokens: the steady-state
+    $/1M real tokens times its tokens, plus the one-off setup and warm-up (compile)."""
+    per_1m = train_cost.get("usd_per_1m_tokens_real")
+    if per_1m is None or "usd_setup" not in train_cost:
+        return None
+    return per_1m * tokens_millions + train_cost["usd_setup"] + train_cost["usd_warmup"]
 
 
 def workload_cost(train_usd: float, fine_tunes: float, serve_usd_per_1m_tokens: float, served_tokens_millions: float) -> float:

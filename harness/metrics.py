@@ -198,7 +198,9 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "tokens_real": real_tokens,
         "tokens_padded": sum(s["tokens_padded"] for s in kept),
         "setup_time_s": raw.get("setup_s"),
-        "run_time_s": raw.get("wall_s"),
+        # From the worker process's launch to its exit (interpreter start, launcher and
+        # imports included); the worker's own clock where that was not measured.
+        "run_time_s": raw.get("process_s") or raw.get("wall_s"),
         "loss_first": steps[0]["loss"] if steps else None,
         "loss_last": steps[-1]["loss"] if steps else None,
     }

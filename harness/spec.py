@@ -356,10 +356,15 @@ class CostSpec(Section):
 
 
 class WorkloadSpec(Section):
-    """A train-plus-serve workload to price: `fine_tunes` runs of the train task plus
-    `served_tokens_millions` million output tokens at the serve task's $/1M tokens."""
+    """A train-plus-serve workload to price: `fine_tunes` real fine-tunes of
+    `fine_tune_tokens_millions` million real (non-pad) tokens each (examples x epochs x
+    tokens per example), priced at the train task's steady-state $/1M real tokens plus its
+    one-off setup and warm-up (compile) cost, plus `served_tokens_millions` million output
+    tokens at the serve task's $/1M tokens. Not the benchmark run's own $: a 30-step
+    benchmark is not a fine-tune."""
 
     fine_tunes: float = Field(1.0, ge=0, le=1e6)
+    fine_tune_tokens_millions: float = Field(gt=0, le=1e9)
     served_tokens_millions: float = Field(0.0, ge=0, le=1e9)  # a billion million: 1e15 tokens
 
 

@@ -151,17 +151,17 @@ def build(records: list[dict[str, Any]], baseline: tuple[str, str] | None = None
 def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
     """harness.cost.workload_cost for every scenario with a `workload` section and both a
     train and a serve record on the same accelerator (medians over repeats)."""
-    from harness.cost import workload_cost
+    from harness.cost import fine_tune_cost, workload_cost
 
     rows: list[WorkloadRow] = []
     for name in sorted({r["scenario"]["name"] for r in records}):
         mine = [r for r in records if r["scenario"]["name"] == name]
         spec = mine[0]["scenario"]["resolved"].get("workload")
-        if not spec:
-            continue
+        if not spec or not spec.get("fine_tune_tokens_millions"):
+            continue  # records from before the fine-tune size was stated priced the benchmark run
         found = []
         for accelerator in sorted({r["accelerator"]["catalog_key"] for r in mine}):
-            train = across_runs((r.get("cost") or {}).get("usd_run") for r in mine
+            train = across_runs(fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]) for r in mine
                                 if r.get("task", "train") == "train" and r["accelerator"]["catalog_key"] == accelerator)
             serve = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in mine
                                 if r.get("task") == "serve" and r["accelerator"]["catalog_key"] == accelerator)

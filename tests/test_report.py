@@ -143,7 +143,7 @@ def test_train_plus_serve_workload_is_priced_per_accelerator():
     from reports.render import markdown
     from reports.model import build
 
-    workload = {"fine_tunes": 2, "served_tokens_millions": 100}
+    workload = {"fine_tunes": 2, "fine_tune_tokens_millions": 0.9, "served_tokens_millions": 100}
     records, expected = [], {}
     for key, kind, chips, per_1m in (("cpu", "cpu", 1, 3.0), ("tpu-v5e", "tpu", 8, 1.5)):
         train = make_record([0.5] * 4, catalog_key=key, kind=kind, chips=chips)
@@ -152,7 +152,11 @@ def test_train_plus_serve_workload_is_priced_per_accelerator():
         for r in (train, serve):
             r["scenario"]["resolved"]["workload"] = workload
         records += [train, serve]
-        expected[key] = 2 * train["cost"]["usd_run"] + 100 * per_1m
+        # a fine-tune: steady $/1M real tokens x its tokens + one-off setup and warm-up
+        c = train["cost"]
+        one = c["usd_per_1m_tokens_real"] * 0.9 + c["usd_setup"] + c["usd_warmup"]
+        assert one != c["usd_run"]  # not the benchmark run's own cost
+        expected[key] = 2 * one + 100 * per_1m
     rows = _workloads(records)
     assert {w.accelerator: w.total_usd for w in rows} == pytest.approx(expected)
     assert rows[1].ratio_to_first == pytest.approx(expected["tpu-v5e"] / expected["cpu"])
