@@ -59,3 +59,26 @@ def test_bench_show_prints_compiles_and_step_times(padding_records, tmp_path):
         path.write_text(json.dumps(record))
         done = bench("show", str(path), timeout=60)
         assert done.returncode == 0 and "compiles / recompiles" in done.stdout and "step time median" in done.stdout
+
+
+def test_dynamic_padding_shows_steady_and_effective_throughput_apart(tmp_path):
+    """Six examples: some steps repeat a length (steady), some bring a new one (a
+    recompile). Steady-state figures leave the recompiling steps out; the effective
+    throughput keeps them, and so is lower."""
+    stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
+    done = bench("run", "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set", "model.preset=tiny-gemma3",
+                 "--set", "sequence.padding=dynamic", "--set", "data.num_examples=6", "--set", "train.steps=10",
+                 "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=900)
+    assert done.returncode == 0, done.stderr + done.stdout
+    (record,) = records_in(tmp_path / "r")
+    m, steps = record["metrics"], [s for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure"]
+    recompiling = [s for s in steps if s["num_compiles"] > 0]
+    steady = [s for s in steps if s["num_compiles"] == 0]
+    assert recompiling and steady  # the data really gives both
+    assert m["recompile_steps"] == len(recompiling)
+    assert m["recompile_steps_time_s"] == pytest.approx(sum(s["time_s"] for s in recompiling))
+    assert m["step_time_s"]["n"] == len(steady)
+    assert m["tokens_per_s_real"] == pytest.approx(sum(s["tokens_real"] for s in steady) / sum(s["time_s"] for s in steady))
+    assert m["tokens_per_s_real_effective"] == pytest.approx(
+        sum(s["tokens_real"] for s in steps) / sum(s["time_s"] for s in steps))
+    assert m["tokens_per_s_real_effective"] < m["tokens_per_s_real"]
