@@ -19,6 +19,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import SpecError
+from harness.spec import Budget
 
 MIN_SAMPLES_FOR_TEST = 3
 # With 4 runs a side, a one-sided Mann-Whitney U can reach p = 1/70; with 3, only 1/20.
@@ -85,20 +86,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class AbsoluteBudget(_Strict):
-    metric: str
-    max: float | None = None
-    min: float | None = None
-    scenario: str | None = None
-    backend: str | None = None
-    accelerator: str | None = None
+class AbsoluteBudget(Budget):
+    """A scenario's budget (one model, one validation), which a budgets file may also
+    narrow to one scenario."""
 
-    @field_validator("metric")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        if value not in GATE_METRICS:
-            raise ValueError(f"unknown metric {value!r} (known: {', '.join(GATE_METRICS)})")
-        return value
+    scenario: str | None = None
 
 
 _PERCENT = re.compile(r"^\s*[+-]?(\d+(\.\d+)?)\s*%\s*$")

@@ -61,7 +61,7 @@ def test_failed_runs_fail_the_gate_and_scenario_budgets_apply():
 @pytest.mark.parametrize("text, field", [
     ("relative: {step_time_s: lots}\n", "relative"),
     ("relative: {step_tme_s: +5%}\n", "relative"),
-    ("budgets: [{metric: step_time_s}]\nextra: 1\n", "extra"),
+    ("budgets: [{metric: step_time_s, max: 1}]\nextra: 1\n", "extra"),
     ("budgets: [{metric: nope, max: 1}]\n", "budgets.0.metric"),
     ("alpha: 2\n", "alpha"),
     ("budgets: [\n", ""),
