@@ -199,6 +199,12 @@ class Backend(ABC):
         optimizer state) and `distinct_row_shards` (devices that got different rows)."""
         return {}
 
+    def compile_cache(self) -> dict[str, Any] | None:
+        """Whether a persistent compilation cache was on: a cache hit compiles nothing, so
+        compile counts and times would hide what a fresh machine pays. None: the backend
+        compiles nothing (eager)."""
+        return None
+
     def notes(self) -> list[str]:
         """Anything the user should know about how this run was done."""
         return []

@@ -181,6 +181,13 @@ def serving_table(record: dict[str, Any]) -> Table:
     return table
 
 
+def _cache_words(cache: dict[str, Any] | None) -> str:
+    if cache is None:
+        return "n/a (eager)"
+    return f"ON: {cache['what']} ({cache.get('dir')}): cached compiles are not counted" if cache["persistent"] \
+        else f"off ({cache['what']})"
+
+
 def metrics_table(record: dict[str, Any]) -> Table:
     m, c = record["metrics"], record.get("cost")
     table = Table(show_header=True)
@@ -196,6 +203,7 @@ def metrics_table(record: dict[str, Any]) -> Table:
         ("recompiling measured steps, their time (s)", f"{m.get('recompile_steps', 0)}, {fmt(m.get('recompile_steps_time_s'), '.4g')}"),
         ("warm-up steps time (s)", fmt(m["warmup_time_s"], ".4g")),
         ("compile time (s)", fmt(m["compile_time_s"], ".4g")),
+        ("persistent compilation cache", _cache_words(m.get("compile_cache"))),
         ("compiles / recompiles after warm-up", f"{m['num_compiles']} / {m['num_recompiles']}"),
         ("tokens/s real / padded, steady", f"{fmt(m['tokens_per_s_real'], '.4g')} / {fmt(m['tokens_per_s_padded'], '.4g')}"),
         ("tokens/s real, effective (recompiles too)", fmt(m.get("tokens_per_s_real_effective"), ".4g")),

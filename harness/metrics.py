@@ -173,6 +173,7 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "recompile_steps": len(recompiling),
         "recompile_steps_time_s": sum(s["time_s"] for s in recompiling),
         "num_setup_compiles": raw["loop"].get("setup_compiles", 0),
+        "compile_cache": raw.get("compile_cache"),  # a persistent cache on hides compiles
         "tokens_per_s_real": real,
         "tokens_per_s_padded": padded,
         "tokens_per_s_real_per_chip": real / chips if real is not None else None,

@@ -112,6 +112,7 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
         "memory": asdict(backend.memory()), "accelerator": backend.accelerator(),
         "versions": backend.versions(), "notes": backend.notes(), "extra": backend.extra_facts(),
         "done": {**backend.done(), "trainable_params": model.num_trainable_params},
+        "compile_cache": backend.compile_cache(),
     }
     facts["machine"] = machine_state(load_before)
     backend.teardown()

@@ -41,3 +41,18 @@ def test_jax_compile_time_is_tracing_plus_lowering_plus_compiling():
     assert stats.seconds <= tracing + lowering + compiling
     assert stats.seconds >= 0.7 * (tracing + lowering + compiling)
     assert stats.seconds > compiling * 0.95 + 0.5 * (tracing + lowering)
+
+
+def test_a_persistent_jax_compilation_cache_is_stated(tmp_path):
+    jax = pytest.importorskip("jax")
+
+    from backends.jax_common import JaxDeviceFacts
+
+    assert JaxDeviceFacts().compile_cache()["persistent"] is False
+    previous = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        cache = JaxDeviceFacts().compile_cache()
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
+    assert cache["persistent"] is True and cache["dir"] == str(tmp_path)

@@ -71,6 +71,7 @@ def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_
     # One compile per new shape, however many graphs FSDP's hooks cut the model into.
     assert static["num_compiles"] == 1 and static["num_recompiles"] == 0
     assert static["compile_time_s"] > 0  # dynamo's timers, not 0.0
+    assert static["compile_cache"]["persistent"] is False  # aot_eager keeps nothing on disk
     assert by_padding["static"]["raw"]["extra"]["compiled_graphs"] > 1
     expected = new_lengths_after_warmup(by_padding["dynamic"])
     assert expected > 0  # the batches really brought new shapes after warm-up

@@ -209,6 +209,21 @@ class FsdpBackend(Backend):
         backward graphs too)."""
         return CompileStats(count=self.compile_events, seconds=self._compile_seconds())
 
+    def compile_cache(self) -> dict[str, Any] | None:
+        """Inductor's FX graph and AOT autograd caches persist compiled kernels on disk
+        (on by default): a second run on the same machine compiles less, though dynamo
+        still traces (and counts) every graph."""
+        if not self.options.compile:
+            return None
+        if self.options.compile_backend != "inductor":
+            return {"persistent": False, "what": f"torch.compile backend {self.options.compile_backend} (no on-disk cache)"}
+        import torch._functorch.config as functorch_config
+        import torch._inductor.config as inductor_config
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        on = bool(inductor_config.fx_graph_cache or getattr(functorch_config, "enable_autograd_cache", False))
+        return {"persistent": on, "what": "inductor FX graph / AOT autograd caches", "dir": cache_dir()}
+
     def _compile_seconds(self) -> float:
         if not self.options.compile:
             return 0.0

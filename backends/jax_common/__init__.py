@@ -203,3 +203,11 @@ class JaxDeviceFacts:
 
     def accelerator(self) -> dict[str, Any]:
         return accelerator(self.devices)
+
+    def compile_cache(self) -> dict[str, Any]:
+        """JAX's persistent compilation cache (jax_compilation_cache_dir); a hit emits no
+        compile event, so the count would hide it."""
+        import jax
+
+        directory = jax.config.jax_compilation_cache_dir
+        return {"persistent": bool(directory), "what": "JAX compilation cache", "dir": directory}

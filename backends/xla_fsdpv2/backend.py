@@ -189,6 +189,12 @@ class XlaBackend(Backend):
             return {"kind": "tpu", "name": os.environ.get("TPU_ACCELERATOR_TYPE", "TPU"), "count": devices}
         return {"kind": "cpu", "name": cpu_name(), "count": 1, "virtual_devices": devices}
 
+    def compile_cache(self) -> dict[str, Any]:
+        """torch_xla caches compiled graphs on disk only after
+        `torch_xla.runtime.initialize_cache`, which bench never calls: every graph of a
+        run is compiled (and counted) in it."""
+        return {"persistent": False, "what": "torch_xla persistent cache (initialize_cache not called)"}
+
     def done(self) -> dict[str, Any]:
         dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
                   "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
