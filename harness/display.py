@@ -221,8 +221,9 @@ def metrics_table(record: dict[str, Any]) -> Table:
     if c:
         p = c["price"]
         rows += [
-            ("$/run (whole run) / steady state", f"{c['usd_run']:.5f} / {c['usd_steady_state']:.5f}"),
-            ("$/1M real tokens", f"{c['usd_per_1m_tokens_real']:.4g}"),
+            ("$/run (whole run) / steady state", f"{fmt(c['usd_run'], '.5f')} / {fmt(c['usd_steady_state'], '.5f')}"),
+            ("$/1M real tokens, steady / effective",
+             f"{fmt(c.get('usd_per_1m_tokens_real'), '.4g')} / {fmt(c.get('usd_per_1m_tokens_real_effective'), '.4g')}"),
             ("price", f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['pricing']}; {p['source']}, {p['date']})"),
         ]
     for name, value in rows:

@@ -33,7 +33,8 @@ def test_padding_matrix_writes_three_records_shown_with_compiles(padding_records
     assert sorted(padding_records) == ["bucketed", "dynamic", "static"]
     for record in padding_records.values():
         assert record["status"] == "ok", record["failure"]
-        assert record["metrics"]["num_compiles"] > 0 and record["metrics"]["step_time_s"]["n"] > 0
+        assert record["metrics"]["num_compiles"] > 0 and record["metrics"]["measured_steps"] > 0
+        assert record["metrics"]["tokens_per_s_real_effective"] > 0
         assert record["raw"]["done"]["distinct_row_shards"] == 4  # rows split, not replicated
         extra = record["raw"]["extra"]
         assert extra["mesh"]["fsdp"] == 4
@@ -58,7 +59,7 @@ def test_bench_show_prints_compiles_and_step_times(padding_records, tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(record))
         done = bench("show", str(path), timeout=60)
-        assert done.returncode == 0 and "compiles / recompiles" in done.stdout and "step time median" in done.stdout
+        assert done.returncode == 0 and "compiles / recompiles" in done.stdout and "step time" in done.stdout
 
 
 def test_dynamic_padding_shows_steady_and_effective_throughput_apart(tmp_path):

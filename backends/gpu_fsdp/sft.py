@@ -69,12 +69,16 @@ def _planned_schedule(backend):
 
 
 def _measure_compute_dtype(backend) -> None:
-    def hook(module, args, output):
-        logits = getattr(output, "logits", None)
-        if logits is not None and backend.compute_dtype is None:
-            backend.compute_dtype = logits.dtype
+    """The dtype a frozen base linear layer's matmul produced. Not the logits: trl's
+    SFTTrainer computes the loss through a fused LM head and returns none."""
 
-    backend.model.register_forward_hook(hook)
+    def hook(module, args, output):
+        if backend.compute_dtype is None:
+            backend.compute_dtype = output.dtype
+
+    frozen = next(m for m in backend.model.modules()
+                  if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad)
+    frozen.register_forward_hook(hook)
 
 
 def _config(backend, output_dir: str):
@@ -88,6 +92,9 @@ def _config(backend, output_dir: str):
         learning_rate=train.optimizer.lr, weight_decay=train.optimizer.weight_decay,
         max_grad_norm=train.grad_clip or 0.0, logging_steps=1, save_strategy="no", report_to=[],
         use_cpu=backend.device.type == "cpu", seed=train.seed,
+        # The plan's fp32 exactly: transformers 5 turns bf16 autocast on by default where
+        # the device supports it (the plan check caught that).
+        bf16=False, fp16=False,
         dataloader_num_workers=0, remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True},
         gradient_checkpointing=s.train.gradient_checkpointing, disable_tqdm=True,
     )

@@ -60,7 +60,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
 
     @classmethod
     def probe(cls) -> Probe:
-        configure_jax(4)
+        configure_jax(1)  # a CPU is one device; runs ask for virtual ones (parallel.devices)
         return jax_common.probe_devices()
 
     # ------------------------------------------------------------------ setup

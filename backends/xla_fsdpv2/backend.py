@@ -59,7 +59,7 @@ def row_split_of(tensor) -> int:
 class XlaBackend(Backend):
     @classmethod
     def probe(cls) -> Probe:
-        configure_runtime(4)
+        configure_runtime(1)  # a CPU is one device; runs ask for virtual ones (parallel.devices)
         import torch_xla.runtime as xr
 
         kind = "tpu" if os.environ["PJRT_DEVICE"] == "TPU" else "cpu"
