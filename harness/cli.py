@@ -258,31 +258,32 @@ def _stderr_console():
 
 
 def cmd_report(args) -> int:
+    from rich.markup import escape
+
+    from reports.factors import accelerator_matches
     from reports.model import build
-    from reports.render import write
+    from reports.render import output_format, write
 
     console = _stderr_console()
+    path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
     records = _load_or_fail(args.results, console)
-    for field, wanted in (("scenario", args.scenario), ("backend", args.backend), ("accelerator", args.accelerator)):
+    for field, wanted in (("scenario", args.scenario), ("backend", args.backend)):
         if wanted:
             records = [r for r in records if _record_field(r, field) in wanted]
+    if args.accelerator:
+        records = [r for r in records if any(accelerator_matches(r["accelerator"], a) for a in args.accelerator)]
     if not records:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
-    baseline = None
-    if args.baseline:
-        key, value = _key_value(args.baseline, "--baseline")
-        if key not in ("variant", "backend", "accelerator"):
-            raise SpecError("--baseline", key, "expected variant=..., backend=... or accelerator=...")
-        baseline = (key, value)
-    fmt = args.format or {".md": "md", ".csv": "csv"}.get(Path(args.output).suffix, "html")
-    path = write(build(records, baseline), Path(args.output), fmt)
+    report = build(records, args.baseline, tuple(args.compare))  # a selector naming 0 or 2+ rows: exit 2
+    for warning in report.warnings:
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
+    write(report, path, fmt)
     console.print(f"wrote {fmt} report of {len(records)} records to {path}")
     return 0
 
 
 def _record_field(record: dict, field: str) -> str:
-    return {"scenario": record["scenario"]["name"], "backend": record["backend"]["name"],
-            "accelerator": record["accelerator"]["catalog_key"]}[field]
+    return {"scenario": record["scenario"]["name"], "backend": record["backend"]["name"]}[field]
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
@@ -345,12 +346,20 @@ def build_parser() -> argparse.ArgumentParser:
     cost.set_defaults(func=cmd_cost)
     report = sub.add_parser("report", help="write an HTML (or Markdown, CSV) comparison of result records")
     report.add_argument("results", nargs="*", default=["results"])
-    report.add_argument("-o", "--output", default="reports/index.html")
-    report.add_argument("--format", choices=("html", "md", "csv"), help="default: from the output's suffix, else html")
+    report.add_argument("-o", "--output", help="the file to write; its extension (.html, .md, .csv) is the format "
+                                               "(default: reports/index.html, or reports/index.md / .csv with --format)")
+    report.add_argument("--format", choices=("html", "md", "csv"), help="without -o: which default file to write")
     report.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
     report.add_argument("--backend", action="append", help="only these backends (repeatable)")
-    report.add_argument("--accelerator", action="append", help="only these accelerators, by catalog key (repeatable)")
-    report.add_argument("--baseline", metavar="KEY=VALUE", help="the row others are compared to: variant=, backend= or accelerator=")
+    report.add_argument("--accelerator", action="append",
+                        help="only these accelerators: a catalog key, KEY:CHIPS or a TPU slice such as v5p-8 (repeatable)")
+    report.add_argument("--baseline", metavar="'KEY=VALUE ...'",
+                        help="the row every factor's levels are compared to, by terms that must all match: variant=, "
+                             "backend=, accelerator= (v5p-8, h100-sxm:2), precision= or a configuration field "
+                             "(sequence.padding=static); default: the first run made. Naming no row, or several rows of "
+                             "one scenario, is refused, listing the candidates")
+    report.add_argument("--compare", action="append", default=[], metavar="'KEY=VALUE ...'",
+                        help="also compare this row directly against the baseline (repeatable); must name one row")
     report.set_defaults(func=cmd_report)
 
     export = sub.add_parser("export", help="write records as pytest-benchmark JSON (for pytest-benchmark compare)")

@@ -4,27 +4,53 @@ so every output shows the same numbers formatted the same way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from harness.cost import Fleet, cost_ratio, load_catalog
-from harness.metrics import across_runs, ratio_words
+from harness.errors import SpecError
+from harness.metrics import across_runs
+from reports import compare, factors, stats
 
-# (header, unit-bearing formatter input, getter): the summary table's columns.
-SUMMARY_COLUMNS: list[tuple[str, str, Any]] = [
-    ("runs", "d", lambda rs: len(rs)),
-    ("step median (s)", ".4g", lambda rs: across_runs((r["metrics"]["step_time_s"] or {}).get("median") for r in rs)),
-    ("step p90 (s)", ".4g", lambda rs: across_runs((r["metrics"]["step_time_s"] or {}).get("p90") for r in rs)),
-    ("compile (s)", ".3g", lambda rs: across_runs(r["metrics"]["compile_time_s"] for r in rs)),
-    ("recompiles", ".3g", lambda rs: across_runs(r["metrics"]["num_recompiles"] for r in rs)),
-    ("tok/s real", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_real"] for r in rs)),
-    ("tok/s padded", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_padded"] for r in rs)),
-    ("tok/s real per chip", ".4g", lambda rs: across_runs(r["metrics"]["tokens_per_s_real_per_chip"] for r in rs)),
-    ("tok/s real effective", ".4g", lambda rs: across_runs(r["metrics"].get("tokens_per_s_real_effective") for r in rs)),
-    ("MFU", ".2%", lambda rs: across_runs(r["metrics"]["mfu"] for r in rs)),
-    ("peak mem (GiB)", ".3g", lambda rs: across_runs(r["metrics"]["peak_memory_gib"] for r in rs)),
-    ("$/run", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_run") for r in rs)),
-    ("$/1M tok", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_per_1m_tokens_real") for r in rs)),
+
+def _m(key: str, stat: str | None = None) -> Callable[[dict[str, Any]], Any]:
+    """A record's metric (or one statistic of a metric's summary)."""
+    if stat is None:
+        return lambda r: r["metrics"].get(key)
+    return lambda r: (r["metrics"].get(key) or {}).get(stat)
+
+
+def _c(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda r: (r.get("cost") or {}).get(key)
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    spec: str
+    value: Callable[[dict[str, Any]], Any]  # one record's figure; a row shows the median over runs
+    compiles: bool = False  # "n/a (eager)" where the backend compiles nothing
+
+
+SUMMARY_COLUMNS: list[Column] = [
+    Column("step median (s)", ".4g", _m("step_time_s", "median")),
+    Column("step p90 (s)", ".4g", _m("step_time_s", "p90")),
+    Column("compile (s)", ".3g", _m("compile_time_s"), compiles=True),
+    Column("recompiles", ".3g", _m("num_recompiles"), compiles=True),
+    Column("tok/s real (steady)", ".4g", _m("tokens_per_s_real")),
+    Column("tok/s real effective", ".4g", _m("tokens_per_s_real_effective")),
+    Column("tok/s padded", ".4g", _m("tokens_per_s_padded")),
+    Column("tok/s real per chip", ".4g", _m("tokens_per_s_real_per_chip")),
+    Column("MFU", ".2%", _m("mfu")),
+    Column("peak mem (GiB)", ".3g", _m("peak_memory_gib")),
+    Column("$/1M real tok (steady)", ".4g", _c("usd_per_1m_tokens_real")),
+    Column("$ setup", ".3g", _c("usd_setup")),
+    Column("$ warm-up (compile)", ".3g", _c("usd_warmup")),
+    Column("$ steady state", ".3g", _c("usd_steady_state")),
+    Column("$/run total", ".3g", _c("usd_run")),
 ]
+SUMMARY_HEADERS = ["runs", *(c.header for c in SUMMARY_COLUMNS)]
+COST_NOTE = ("$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
+             "sharding, data) + warm-up steps (compilation) + steady state + measured steps that recompiled + "
+             "process start and exit; a fine-tune pays setup and warm-up once.")
 
 
 def _lat(name: str, stat: str):
@@ -51,24 +77,49 @@ def fmt(value: Any, spec: str) -> str:
         return "n/a"
     if spec == "d":
         return str(int(value))
+    if spec.endswith("g") and abs(value) >= 1e4:
+        return f"{value:,.0f}"  # 12,345 tokens/s, not 1.234e+04
     return format(value, spec)
+
+
+def _fsdp_compiles_by_default() -> bool:
+    from backends.gpu_fsdp import FsdpOptions
+
+    return FsdpOptions.model_fields["compile"].default
+
+
+def compiles_nothing(record: dict[str, Any]) -> bool:
+    """An eager backend that compiled nothing: torch, or gpu-fsdp without `compile`."""
+    name, options = record["backend"]["name"], record["backend"].get("options") or {}
+    eager = name == "torch" or (name == "gpu-fsdp" and not options.get("compile", _fsdp_compiles_by_default()))
+    return eager and not (record.get("metrics") or {}).get("num_compiles")
 
 
 @dataclass
 class Row:
-    key: tuple[str, str, str]  # variant, backend, accelerator
+    """Every run of one full configuration (reports/factors.py)."""
+
     records: list[dict[str, Any]]
+    attrs: dict[str, str]
+    label: str = ""
+    tag: str = ""  # "1", "2", ...: the row's number in its section, on the plots' points
     cells: list[str] = field(default_factory=list)
 
     @property
-    def label(self) -> str:
-        variant, backend, accelerator = self.key
-        reduced = " (reduced)" if any(r["scenario"].get("profile") for r in self.records) else ""
-        return f"{variant} · {backend} · {accelerator}{reduced}"
+    def eager(self) -> bool:
+        return all(compiles_nothing(r) for r in self.records)
+
+    def median(self, value: Callable[[dict[str, Any]], Any]) -> float | None:
+        return across_runs(value(r) for r in self.records)
 
     def value(self, header: str) -> Any:
-        getter = next(g for h, _, g in SUMMARY_COLUMNS if h == header)
-        return getter(self.records)
+        column = next(c for c in SUMMARY_COLUMNS if c.header == header)
+        return self.median(column.value)
+
+    def cell(self, column: Column) -> str:
+        if column.compiles and self.eager:
+            return "n/a (eager)"
+        return fmt(self.median(column.value), column.spec)
 
 
 @dataclass
@@ -77,8 +128,14 @@ class ScenarioSection:
     reference: str | None
     rows: list[Row]
     baseline: Row
-    comparisons: list[str]
+    baseline_reason: str
+    factors: list[str]
+    differences: list[str]
+    comparisons: list[compare.Comparison]
+    not_compared: list[str]
+    requested: list[compare.Comparison]
     sensitivity: list[dict[str, Any]]
+    headline: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -86,6 +143,8 @@ class ServeRow:
     label: str
     records: list[dict[str, Any]]
     cells: list[str]
+    accelerator: str = ""
+    scenario: str = ""
 
 
 @dataclass
@@ -100,6 +159,8 @@ class WorkloadRow:
     serve_usd_per_1m: float
     total_usd: float
     ratio_to_first: float
+    run: str = ""  # the train row's label
+    row: Any = None
 
 
 @dataclass
@@ -111,116 +172,242 @@ class Report:
     prices: list[dict[str, Any]]
     warnings: list[str]
     workloads: list[WorkloadRow] = field(default_factory=list)
+    method: str = stats.METHOD
+    conventions: list[str] = field(default_factory=list)
 
 
-def _matches(row: Row, selector: tuple[str, str] | None) -> bool:
-    if selector is None:
-        return False
-    key, value = selector
-    variant, backend, accelerator = row.key
-    return {"variant": variant, "backend": backend, "accelerator": accelerator}.get(key) == value
+CONVENTIONS = [
+    "Rows: every run of one full configuration (resolved scenario, backend and its options, accelerator and chip "
+    "count, price); repeated runs are summarised by their median. Runs that differ in anything else are separate "
+    "rows; what sets them apart is shown in their labels.",
+    "Comparisons: each factor (accelerator with chip count, backend, matrix keys, precision) against the baseline's "
+    "level, every other factor held fixed; an accelerator comparison carries the backend along only when neither "
+    "backend ran on the other's accelerator (both are named).",
+    "faster: real tokens/s of the whole system, steady state (measured steps that compiled nothing); where a run "
+    "has no steady state, effective tokens/s (every measured step, compiles included) on both sides, said so. "
+    "cheaper: $ per 1M real tokens at the prices the records were billed at, on the same basis.",
+    "Intervals: " + stats.METHOD + ". 'not distinguishable' when the interval contains 1.",
+]
+
+
+# --------------------------------------------------------------------------- rows
+def _rows(records: list[dict[str, Any]], cells: bool = True) -> list[Row]:
+    groups: dict[tuple, Row] = {}
+    for r in records:
+        attrs = factors.attributes(r)
+        groups.setdefault(tuple(attrs.items()), Row([], attrs)).records.append(r)
+    # In the order the runs were made: a sweep's first matrix cell is the default baseline.
+    first = lambda row: min(r["provenance"].get("started_at") or "" for r in row.records)  # noqa: E731
+    rows = sorted(groups.values(), key=lambda row: (first(row), tuple(row.attrs.items())))
+    names = factors.factors(rows)
+    shown = factors.differences(rows, names)
+    for i, row in enumerate(rows):
+        row.tag = str(i + 1)
+        row.label = _label(row, names, shown)
+        row.cells = [str(len(row.records))] + [row.cell(c) for c in SUMMARY_COLUMNS] if cells else []
+    return rows
+
+
+def _label(row: Row, names: list[str], shown: list[str]) -> str:
+    record = row.records[0]
+    parts = [record["scenario"]["variant"], row.attrs[factors.BACKEND], row.attrs[factors.ACCELERATOR]]
+    if factors.PRECISION in names and factors.PRECISION not in record["scenario"].get("cell", {}):
+        parts.append(row.attrs[factors.PRECISION])
+    parts += [f"{k}={row.attrs.get(k, factors.UNSET)}" for k in shown]
+    reduced = " (reduced)" if any(r["scenario"].get("profile") for r in row.records) else ""
+    return " · ".join(parts) + reduced
+
+
+def _serving_groups(records: list[dict[str, Any]]) -> list[tuple[str, Row]]:
+    """(scenario, row) for serve records, grouped by full configuration like train rows."""
+    return [(name, row) for name in sorted({r["scenario"]["name"] for r in records})
+            for row in _rows([r for r in records if r["scenario"]["name"] == name], cells=False)]
 
 
 def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault((r["scenario"]["name"], r["scenario"]["variant"], r["backend"]["name"],
-                           r["accelerator"]["catalog_key"]), []).append(r)
-    return [ServeRow(" · ".join(key), rs, [fmt(g(rs), spec) for _, spec, g in SERVE_COLUMNS])
-            for key, rs in sorted(groups.items())]
+    return [ServeRow(f"{name} · {row.label}", row.records, [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
+                     row.attrs[factors.ACCELERATOR], name) for name, row in _serving_groups(records)]
 
 
-def build(records: list[dict[str, Any]], baseline: tuple[str, str] | None = None, warnings=()) -> Report:
+# --------------------------------------------------------------------------- selection
+def select(rows_by_scenario: dict[str, list[Row]], text: str, option: str) -> dict[str, Row]:
+    """The one row per scenario a selector names; exit 2 (SpecError) listing the
+    candidates when it names none anywhere, or several in one scenario."""
+    terms = factors.parse_selector(text, option)
+    every = [row for rows in rows_by_scenario.values() for row in rows]
+    for key, _ in terms:
+        if not factors.known_key(every, key):
+            raise SpecError(option, key, "unknown key (known: " + ", ".join(factors.SELECTOR_KEYS)
+                            + ", or a configuration field such as sequence.padding)")
+    found = {}
+    for name, rows in rows_by_scenario.items():
+        hits = [row for row in rows if all(factors.term_matches(row, k, v) for k, v in terms)]
+        if len(hits) > 1:
+            raise SpecError(option, text, f"matches {len(hits)} rows in scenario {name}: "
+                            + "; ".join(f"[{h.label}]" for h in hits) + "; add a term to pick one: "
+                            + _telling_apart(hits))
+        if hits:
+            found[name] = hits[0]
+    if not found:
+        raise SpecError(option, text, "matches no row; candidates: "
+                        + "; ".join(f"{k}: " + ", ".join(_candidates(every, k)) for k, _ in terms))
+    return found
+
+
+def _candidates(rows: list[Row], key: str) -> list[str]:
+    if key == "accelerator":
+        return list(dict.fromkeys(_accelerator_term(row) for row in rows))
+    return factors.candidates(rows, key)
+
+
+def _accelerator_term(row: Row) -> str:
+    acc = row.records[0]["accelerator"]
+    plain = f"{acc['catalog_key']}:{acc.get('count') or 1}"
+    label = row.attrs[factors.ACCELERATOR]
+    return plain if label.endswith(acc["catalog_key"]) else f"{label} (= {plain})"
+
+
+def _telling_apart(hits: list[Row]) -> str:
+    keys = [k for k in {k: None for h in hits for k in h.attrs} if len({h.attrs.get(k) for h in hits}) > 1]
+    key = keys[0]
+    if key == factors.ACCELERATOR:
+        return " or ".join(f"accelerator={_accelerator_term(h).split(' ')[0]}" for h in hits)
+    if key == factors.BACKEND:
+        return " or ".join(f"backend={h.records[0]['backend']['name']}" for h in hits)
+    return " or ".join(f"{key}={h.attrs.get(key)}" for h in hits)
+
+
+# --------------------------------------------------------------------------- build
+def build(records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (),
+          warnings=()) -> Report:
     serving = _serving_rows([r for r in records if r["status"] == "ok" and r.get("task") == "serve"])
     ok = [r for r in records if r["status"] == "ok" and r.get("task", "train") == "train"]
-    sections = []
-    for name in sorted({r["scenario"]["name"] for r in ok}):
-        mine = [r for r in ok if r["scenario"]["name"] == name]
-        rows = _rows(mine)
-        base = next((row for row in rows if _matches(row, baseline)), rows[0])
-        sections.append(ScenarioSection(name, mine[0]["scenario"].get("reference"), rows, base,
-                                        [c for row in rows if row is not base for c in [_compare(row, base)] if c],
-                                        _sensitivity(rows, base)))
+    names = sorted({r["scenario"]["name"] for r in ok})
+    rows_by_scenario = {name: _rows([r for r in ok if r["scenario"]["name"] == name]) for name in names}
+    chosen = select(rows_by_scenario, baseline, "--baseline") if baseline else {}
+    picked = [select(rows_by_scenario, text, "--compare") for text in compares]
+    warnings = list(warnings)
+    if baseline:
+        warnings += [f"--baseline {baseline} names no row in scenario {n}: its baseline is the first run made"
+                     for n in names if n not in chosen]
+    warnings += _record_warnings(ok)
     failed = [r for r in records if r["status"] != "ok"]
-    report = Report(sections, serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
-                    list(warnings))
+    report = Report([], serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
+                    warnings, conventions=CONVENTIONS)
     report.workloads = _workloads([r for r in records if r["status"] == "ok"])
+    for name, rows in rows_by_scenario.items():
+        base = chosen.get(name, rows[0])
+        reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
+        report.sections.append(_section(name, rows, base, reason, [p[name] for p in picked if name in p], report))
     return report
 
 
+def _record_warnings(records: list[dict[str, Any]]) -> list[str]:
+    """What the runs themselves warned about (a busy machine, an unknown device), per
+    scenario: their figures are reported, with the caveat."""
+    out = []
+    for name in sorted({r["scenario"]["name"] for r in records}):
+        mine = [r for r in records if r["scenario"]["name"] == name]
+        warned = [r for r in mine if r.get("warnings")]
+        if warned:
+            out.append(f"{len(warned)} of {len(mine)} runs of {name} carry warnings, e.g. {warned[0]['warnings'][0]} "
+                       "(bench show RECORD lists them)")
+    return out
+
+
+def _section(name: str, rows: list[Row], base: Row, reason: str, compared: list[Row], report: Report) -> ScenarioSection:
+    names = factors.factors(rows)
+    shown = factors.differences(rows, names)
+    comparisons, not_compared = [], []
+    for factor in names:
+        found, why = compare.factor_comparisons(rows, base, factor, names, shown)
+        comparisons += found
+        if why:
+            not_compared.append(why)
+    requested = [compare.requested(row, base) for row in compared if row is not base]
+    section = ScenarioSection(name, rows[0].records[0]["scenario"].get("reference"), rows, base, reason, names, shown,
+                              comparisons, not_compared, requested, _sensitivity(comparisons))
+    section.headline = _headline(section, report)
+    return section
+
+
+MAX_HEADLINE_PAIRS = 6  # past it, only the accelerator comparisons in the baseline's context
+
+
+def _headline(section: ScenarioSection, report: Report) -> list[str]:
+    """The scenario's answers: W3's form for accelerators, one line per other factor."""
+    platform = sorted((c for c in section.comparisons if c.factor == factors.ACCELERATOR),
+                      key=lambda c: c.reference is not section.baseline)  # the baseline's context first
+    shown = platform if len(platform) <= MAX_HEADLINE_PAIRS else [c for c in platform if c.reference is section.baseline]
+    lines = [compare.w3_sentence(c, lambda a, b: _w3_extras(section.name, a, b, report)) for c in shown]
+    if len(shown) < len(platform):
+        lines.append(f"{len(platform) - len(shown)} more accelerator comparisons (other levels of the other factors) "
+                     f"in the {section.name} section")
+    lines += compare.factor_headline([c for c in section.comparisons if c.factor != factors.ACCELERATOR])
+    accelerators = list(dict.fromkeys(row.attrs[factors.ACCELERATOR] for row in section.rows))
+    if len(accelerators) == 1:
+        lines.append(f"one accelerator ({accelerators[0]}): no accelerator comparison")
+    return lines + section.not_compared
+
+
+def _w3_extras(scenario: str, a: Row, b: Row, report: Report) -> list[str]:
+    """The train + serve workload ratio and TTFT for a pair of rows, where recorded."""
+    out = []
+    by_run = {w.run: w for w in report.workloads if w.scenario == scenario}
+    wa, wb = by_run.get(a.label), by_run.get(b.label)
+    if wa and wb:
+        ratio = wb.total_usd / wa.total_usd
+        word = f"{ratio:.2f}x cheaper" if ratio >= 1 else f"{1 / ratio:.2f}x dearer"
+        out.append(f"train + serve workload {word} ({wa.fine_tunes:g} fine-tunes + "
+                   f"{wa.served_tokens_millions:g}M served tokens; medians over runs, no interval)")
+    serve = [s for s in report.serving if s.scenario == scenario]
+    acc_a, acc_b = a.attrs[factors.ACCELERATOR], b.attrs[factors.ACCELERATOR]
+    out.append(compare.ttft_words([s for s in serve if s.accelerator == acc_a],
+                                  [s for s in serve if s.accelerator == acc_b], acc_a, acc_b))
+    return out
+
+
 def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
-    """harness.cost.workload_cost for every scenario with a `workload` section and both a
-    train and a serve record on the same accelerator (medians over repeats)."""
+    """harness.cost.workload_cost for every train row of a scenario with a `workload`
+    section and one serving configuration on the same accelerator (medians over runs)."""
     from harness.cost import fine_tune_cost, workload_cost
 
     rows: list[WorkloadRow] = []
+    serving = _serving_groups([r for r in records if r.get("task") == "serve"])
     for name in sorted({r["scenario"]["name"] for r in records}):
-        mine = [r for r in records if r["scenario"]["name"] == name]
-        spec = mine[0]["scenario"]["resolved"].get("workload")
+        train = [r for r in records if r["scenario"]["name"] == name and r.get("task", "train") == "train"]
+        spec = (train or [{}])[0].get("scenario", {}).get("resolved", {}).get("workload")
         if not spec or not spec.get("fine_tune_tokens_millions"):
             continue  # records from before the fine-tune size was stated priced the benchmark run
         found = []
-        for accelerator in sorted({r["accelerator"]["catalog_key"] for r in mine}):
-            train = across_runs(fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]) for r in mine
-                                if r.get("task", "train") == "train" and r["accelerator"]["catalog_key"] == accelerator)
-            serve = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in mine
-                                if r.get("task") == "serve" and r["accelerator"]["catalog_key"] == accelerator)
-            if train is not None and serve is not None:
-                total = workload_cost(train, spec["fine_tunes"], serve, spec["served_tokens_millions"])
-                found.append((accelerator, train, serve, total))
-        for accelerator, train, serve, total in found:
-            rows.append(WorkloadRow(name, accelerator, spec["fine_tunes"], spec["served_tokens_millions"], train, serve,
-                                    total, total / found[0][3]))
+        for row in _rows(train):
+            serves = [s for n, s in serving if n == name and s.attrs[factors.ACCELERATOR] == row.attrs[factors.ACCELERATOR]]
+            per_run = row.median(lambda r: fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]))
+            per_1m = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens")
+                                 for r in serves[0].records) if len(serves) == 1 else None
+            if per_run is not None and per_1m is not None:
+                found.append((row, per_run, per_1m,
+                              workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"])))
+        for row, train_usd, serve_usd, total in found:
+            rows.append(WorkloadRow(name, row.records[0]["accelerator"]["catalog_key"], spec["fine_tunes"],
+                                    spec["served_tokens_millions"], train_usd, serve_usd, total,
+                                    total / found[0][3], row.label, row))
     return rows
 
 
-def _rows(records: list[dict[str, Any]]) -> list[Row]:
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault((r["scenario"]["variant"], r["backend"]["name"], r["accelerator"]["catalog_key"]), []).append(r)
-    # In the order the runs were made: a sweep's first matrix cell is the default baseline.
-    first = lambda item: min(r["provenance"].get("started_at") or "" for r in item[1])  # noqa: E731
-    rows = [Row(key, rs) for key, rs in sorted(groups.items(), key=lambda item: (first(item), item[0]))]
-    for row in rows:
-        row.cells = [fmt(getter(row.records), spec) for _, spec, getter in SUMMARY_COLUMNS]
-    return rows
-
-
-def _compare(row: Row, base: Row) -> str | None:
-    """`static vs dynamic: 6.10x lower median step time (better), 0 vs 37 recompiles, ...`"""
-    parts = [
-        ratio_words(row.value("step median (s)"), base.value("step median (s)"), True, "median step time"),
-        ratio_words(row.value("tok/s real"), base.value("tok/s real"), False, "real tokens/s"),
-        ratio_words(row.value("$/run"), base.value("$/run"), True, "$/run"),
-    ]
-    recompiles = (row.value("recompiles"), base.value("recompiles"))
-    if None not in recompiles:
-        parts.append(f"{fmt(recompiles[0], '.3g')} vs {fmt(recompiles[1], '.3g')} recompiles")
-    parts = [p for p in parts if p]
-    return f"{row.label} vs {base.label}: " + ", ".join(parts) if parts else None
-
-
-def _sensitivity(rows: list[Row], base: Row) -> list[dict[str, Any]]:
-    """Cost ratio against the baseline as each accelerator's price varies (only between
-    different accelerators with prices: the same chip at the same price has no lever)."""
-    catalog = load_catalog()
+def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:
+    """For each accelerator pair with both sides priced: the cost ratio (subject /
+    reference, $ per 1M real tokens at the prices the records used) as one side's price
+    is scaled; at 1.0 it is the ratio the comparison states."""
     out = []
-    for row in rows:
-        if row.key[2] == base.key[2] or row is base:
+    for c in comparisons:
+        if c.factor != factors.ACCELERATOR or c.cost is None:
             continue
-        a = Fleet(row.key[2], row.records[0]["accelerator"].get("count", 1))
-        b = Fleet(base.key[2], base.records[0]["accelerator"].get("count", 1))
-        if not base.value("step median (s)") or not row.value("step median (s)"):
-            continue  # no steady state on one side: no speed-up to price
-        speedup = base.value("step median (s)") / row.value("step median (s)")
-        factors = [0.5, 0.75, 1.0, 1.25, 1.5]
-        try:
-            curve_a = [cost_ratio(speedup, a, b, catalog, factors=(f, 1.0))["cost_ratio"] for f in factors]
-            curve_b = [cost_ratio(speedup, a, b, catalog, factors=(1.0, f))["cost_ratio"] for f in factors]
-        except Exception:  # an accelerator without a price: nothing to vary
-            continue
-        out.append({"label": f"{row.label} vs {base.label}", "a": str(a), "b": str(b), "factors": factors,
-                    "a_scaled": curve_a, "b_scaled": curve_b, "speedup": speedup})
+        ratio = 1 / c.cost.value
+        scales = [0.5, 0.75, 1.0, 1.25, 1.5]
+        out.append({"pair": c.title, "a": c.subject_level, "b": c.reference_level, "factors": scales,
+                    "a_scaled": [ratio * f for f in scales], "b_scaled": [ratio / f for f in scales], "ratio": ratio,
+                    "a_price": c.subject.attrs["price"], "b_price": c.reference.attrs["price"], "basis": c.basis})
     return out
 
 

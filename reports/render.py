@@ -9,10 +9,39 @@ from pathlib import Path
 from typing import Any
 
 from harness.textsafe import md_cell
-from reports.model import SERVE_COLUMNS, SUMMARY_COLUMNS, Report
+from reports.factors import short
+from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
 TEMPLATES = Path(__file__).with_name("templates")
+FORMATS = {".html": "html", ".md": "md", ".csv": "csv"}  # -o's extension -> format
+DEFAULT_OUTPUT = {"html": "reports/index.html", "md": "reports/index.md", "csv": "reports/index.csv"}
+
+
+def output_format(output: str | None, requested: str | None) -> tuple[Path, str]:
+    """The file and format `-o` and `--format` ask for: the format is `-o`'s extension
+    (.html, .md, .csv; any other is refused, as is a --format that contradicts it);
+    without `-o`, the default file of the format (html unless --format says)."""
+    from harness.errors import SpecError
+
+    if output is None:
+        fmt = requested or "html"
+        return Path(DEFAULT_OUTPUT[fmt]), fmt
+    fmt = FORMATS.get(Path(output).suffix.lower())
+    if fmt is None:
+        raise SpecError("-o", output, "the format comes from the extension: .html, .md or .csv")
+    if requested and requested != fmt:
+        raise SpecError("--format", requested, f"contradicts -o {output} (a .{fmt} file)")
+    return Path(output), fmt
+
+
+def run_label(section, row) -> str:
+    """The summary table's first cell: row number, label, baseline mark."""
+    return f"{row.tag}. {row.label}" + (" (baseline)" if row is section.baseline else "")
+
+
+def factor_names(section) -> str:
+    return ", ".join(short(f) for f in section.factors) or "none (one row)"
 
 
 def script_json(figure) -> str:
@@ -30,31 +59,54 @@ def html(report: Report) -> str:
         plots[scenario] = [{"id": f"plot-{len(plots)}-{i}", "title": title, "json": script_json(fig)}
                            for i, (title, fig) in enumerate(figs)]
     return env.get_template("report.html.j2").render(
-        report=report, columns=[h for h, _, _ in SUMMARY_COLUMNS], serve_columns=[h for h, _, _ in SERVE_COLUMNS],
-        plots=plots, plotly_js=get_plotlyjs(),
+        report=report, columns=SUMMARY_HEADERS, serve_columns=[h for h, _, _ in SERVE_COLUMNS],
+        plots=plots, plotly_js=get_plotlyjs(), run_label=run_label, factor_names=factor_names, cost_note=COST_NOTE,
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
 
-def markdown(report: Report) -> str:
-    out = ["# bench report", ""]
+def _md_headline(report: Report) -> list[str]:
+    out = ["## At a glance", ""]
     for section in report.sections:
-        out += [f"## {md_cell(section.name)}" + (f" ({md_cell(section.reference)})" if section.reference else ""), ""]
-        out.append("| run | " + " | ".join(h for h, _, _ in SUMMARY_COLUMNS) + " |")
-        out.append("|---" * (len(SUMMARY_COLUMNS) + 1) + "|")
-        for row in section.rows:
-            name = row.label + (" (baseline)" if row is section.baseline else "")
-            out.append("| " + " | ".join([md_cell(name), *map(md_cell, row.cells)]) + " |")
-        out += [""] + [f"- {md_cell(c)}" for c in section.comparisons] + [""]
+        out += [f"**{md_cell(section.name)}**" + (f" ({md_cell(section.reference)})" if section.reference else ""), ""]
+        out += [f"- {md_cell(line)}" for line in section.headline] + [""]
+    out += [f"How sure: {md_cell(report.method)}.", "", "How to read this report:", ""]
+    return out + [f"- {md_cell(c)}" for c in report.conventions] + [""]
+
+
+def _md_section(section) -> list[str]:
+    out = [f"## {md_cell(section.name)}" + (f" ({md_cell(section.reference)})" if section.reference else ""), "",
+           f"Baseline: {md_cell(section.baseline.label)} ({md_cell(section.baseline_reason)}). "
+           f"Factors: {md_cell(factor_names(section))}."
+           + (f" Rows also differ in: {md_cell(', '.join(section.differences))}." if section.differences else ""), ""]
+    out.append("| run | " + " | ".join(SUMMARY_HEADERS) + " |")
+    out.append("|---" * (len(SUMMARY_HEADERS) + 1) + "|")
+    for row in section.rows:
+        out.append("| " + " | ".join([md_cell(run_label(section, row)), *map(md_cell, row.cells)]) + " |")
+    out += ["", md_cell(COST_NOTE), ""]
+    if section.comparisons:
+        out += ["### Each factor against the baseline's level, the others held fixed", ""]
+        out += [f"- {md_cell(c.sentence)}" for c in section.comparisons] + [""]
+    out += [f"- {md_cell(line)}" for line in section.not_compared] + ([""] if section.not_compared else [])
+    if section.requested:
+        out += ["### Requested (--compare)", ""] + [f"- {md_cell(c.sentence)}" for c in section.requested] + [""]
+    return out
+
+
+def markdown(report: Report) -> str:
+    out = ["# bench report", ""] + [line for w in report.warnings for line in (f"warning: {md_cell(w)}", "")]
+    out += _md_headline(report)
+    for section in report.sections:
+        out += _md_section(section)
     if report.serving:
         out += ["## Serving", "", "| run | " + " | ".join(h for h, _, _ in SERVE_COLUMNS) + " |",
                 "|---" * (len(SERVE_COLUMNS) + 1) + "|"]
         out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
         out.append("")
     if report.workloads:
-        out += ["## Train + serve workload", "", "| scenario | accelerator | fine-tunes | served 1M tokens | $/fine-tune | "
+        out += ["## Train + serve workload", "", "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
                 "$/1M output tokens | workload $ | ratio to first |", "|---|---|---|---|---|---|---|---|"]
-        out += ["| " + " | ".join(md_cell(x) for x in (w.scenario, w.accelerator, f"{w.fine_tunes:g}",
+        out += ["| " + " | ".join(md_cell(x) for x in (w.scenario, w.run, f"{w.fine_tunes:g}",
                                                        f"{w.served_tokens_millions:g}", f"{w.train_usd:.4g}",
                                                        f"{w.serve_usd_per_1m:.4g}", f"{w.total_usd:.4g}",
                                                        f"{w.ratio_to_first:.3f}")) + " |" for w in report.workloads]
@@ -76,13 +128,14 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
     row = {"scenario": s["name"], "variant": s["variant"], "repeat": s["repeat"], "backend": record["backend"]["name"],
            "accelerator": acc["catalog_key"], "chips": acc.get("count"), "status": record["status"],
            "failure": (record.get("failure") or {}).get("reason"), "reduced": bool(s.get("profile")),
-           "run_id": record["run_id"], "commit": record["provenance"].get("commit")}
+           "run_id": record["run_id"], "scenario_hash": s.get("hash"), "commit": record["provenance"].get("commit")}
     for key, value in m.items():
         if isinstance(value, dict):
             row.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             row[key] = value
-    row.update({k: c.get(k) for k in ("usd_run", "usd_steady_state", "usd_per_1m_tokens_real")})
+    row.update({k: c.get(k) for k in ("usd_run", "usd_setup", "usd_warmup", "usd_steady_state",
+                                      "usd_per_1m_tokens_real", "usd_per_1m_tokens_real_effective")})
     row["price_source"] = (c.get("price") or {}).get("source")
     return row
 

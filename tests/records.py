@@ -4,10 +4,12 @@ real metrics and cost modules from raw step samples, so they are what a run writ
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 
 from harness import metrics
-from harness.cost import load_catalog, price_for, training_cost
+from harness.cost import Price, load_catalog, price_for, training_cost
+from harness.loader import set_dotted
 from harness.store import SCHEMA, SCHEMA_VERSION
 
 ARCH = {"vocab_size": 8192, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4,
@@ -18,7 +20,19 @@ MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainabl
 
 def make_record(times, *, name="tiny", variant="default", backend="torch", kind="cpu", device="AMD EPYC",
                 catalog_key="cpu", chips=1, warmup=(5.0,), tokens=1000, padded=2048, compiles=None,
-                status="ok", failure=None, repeat=0, budgets=()) -> dict:
+                status="ok", failure=None, repeat=0, budgets=(), cell=None, precision=None, options=None,
+                overrides=None, profile=None, started_at="2026-11-25T00:00:00+00:00", usd_per_chip_hour=None) -> dict:
+    """`cell` (matrix values by dotted key) defaults to what `variant` names
+    (`padding=dynamic` -> sequence.padding); `overrides` are --set values; both land in
+    the resolved scenario, as a real run's do. `usd_per_chip_hour` bills at a custom price."""
+    cell = _cell(variant) if cell is None else dict(cell)
+    if cell and variant == "default":
+        variant = ",".join(f"{k.split('.')[-1]}={v}" for k, v in cell.items())
+    resolved = {"name": name, "budgets": list(budgets), "sequence": {"padding": "static"}}
+    for key, value in {**cell, **(overrides or {})}.items():
+        set_dotted(resolved, key, value, "make_record")
+    if precision is not None:
+        set_dotted(resolved, "train.precision", precision, "make_record")
     all_times = list(warmup) + list(times)
     compiles = compiles or [0] * len(all_times)
     steps = [{"index": i, "phase": "warmup" if i < len(warmup) else "measure", "start_s": float(i), "time_s": t,
@@ -33,21 +47,37 @@ def make_record(times, *, name="tiny", variant="default", backend="torch", kind=
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex, "run_key": uuid.uuid4().hex,
         "status": status, "failure": failure,
         "scenario": {"name": name, "reference": None, "file": f"scenarios/{name}.yaml", "hash": "h", "variant": variant,
-                     "cell": {}, "repeat": repeat, "overrides": {}, "profile": None,
-                     "resolved": {"name": name, "budgets": list(budgets), "sequence": {"padding": "static"}}},
-        "backend": {"name": backend, "python": "python", "options": {}},
+                     "cell": cell, "repeat": repeat, "overrides": dict(overrides or {}), "profile": profile,
+                     "resolved": resolved},
+        "backend": {"name": backend, "python": "python", "options": dict(options or {})},
         "accelerator": accelerator,
         "provenance": {"commit": "abc", "dirty": False, "hostname": "h", "platform": "linux", "python": "3.11",
-                       "bench_version": "0.1.0", "started_at": "2026-11-25T00:00:00+00:00",
+                       "bench_version": "0.1.0", "started_at": started_at,
                        "finished_at": "2026-11-25T00:01:00+00:00", "command": ["bench"], "libraries": {}},
         "raw": raw, "metrics": None, "cost": None,
     }
     if status == "ok":
         flops = metrics.FlopsModel(ARCH, lora=True, adapter_params=MODEL["num_trainable_params"])
         record["metrics"] = metrics.training_metrics(raw, accelerator, flops)
-        price = price_for(catalog_key, None, load_catalog())
+        price = price_for(catalog_key, None, load_catalog()) if usd_per_chip_hour is None else \
+            Price(catalog_key, usd_per_chip_hour, "custom", "test", "2026-11")
         record["cost"] = training_cost(record["metrics"], chips, price)
     return record
+
+
+# How a variant names a matrix key (the last part of its dotted path), for the keys tests use.
+_SHORT_KEYS = {"padding": "sequence.padding", "precision": "train.precision"}
+
+
+def _cell(variant: str) -> dict:
+    """`padding=dynamic,precision=bf16` -> {sequence.padding: dynamic, train.precision: bf16};
+    a variant that is not KEY=VALUE pairs (a hostile name) is a matrix key of its own."""
+    if variant == "default":
+        return {}
+    pairs = [part.partition("=") for part in variant.split(",")]
+    if all(sep and re.fullmatch(r"[\w.-]+", key) for key, sep, _ in pairs):
+        return {_SHORT_KEYS.get(key, key): value for key, _, value in pairs}
+    return {"variant": variant}
 
 
 def failed_record(**kwargs) -> dict:
