@@ -14,8 +14,14 @@ from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_
 pytestmark = pytest.mark.slow
 
 COMMON = ["--no-progress", "--set", "train.global_batch=8", "--set", "train.steps=5", "--set", "train.warmup_steps=1",
-          "--set", "train.window_steps=0", "--set", "train.schedule.name=cosine_with_restarts",
-          "--set", "train.schedule.cycles=2", "--set", "train.schedule.warmup_ratio=0.2", "--set", "train.precision=fp32"]
+          "--set", "train.window_steps=0", "--set", "train.precision=fp32"]
+# Every schedule, each backend applying the plan's lr (one implementation in the core).
+SCHEDULES = ("matrix:\n  train.schedule:\n"
+             "    - {name: constant}\n"
+             "    - {name: linear, warmup_ratio: 0.2}\n"
+             "    - {name: cosine}\n"
+             "    - {name: cosine, warmup_ratio: 0.2}\n"
+             "    - {name: cosine_with_restarts, cycles: 2, warmup_ratio: 0.2}\n")
 
 # (label, backend, extra --set values, stack module, how CI provides it)
 RUNS = [
@@ -32,7 +38,7 @@ RUNS = [
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("parity")
-    path = write_scenario(tmp, TINY)
+    path = write_scenario(tmp, TINY + SCHEDULES)
     found = {}
     for label, backend, sets, module, how in RUNS:
         if module and not stack_available(backend, module, how):
@@ -41,8 +47,14 @@ def records(tmp_path_factory):
         done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), *COMMON,
                      *[a for s in sets for a in ("--set", s)], timeout=900)
         assert done.returncode == 0, f"{label}: {failures_in(out) or done.stderr + done.stdout}"
-        (found[label],) = records_in(out)
+        for record in records_in(out):
+            found[(label, schedule_of(record))] = record
     return found
+
+
+def schedule_of(record) -> str:
+    schedule = record["scenario"]["resolved"]["train"]["schedule"]
+    return f"{schedule['name']} warm-up {schedule['warmup_ratio']}"
 
 
 def stack_available(backend: str, module: str, how: str) -> bool:
@@ -58,33 +70,35 @@ def steps(record, key):
 
 
 def test_every_backend_processed_the_same_rows_and_tokens(records):
-    reference = records["torch"]
-    for label, record in records.items():
-        assert record["status"] == "ok", (label, record["failure"])
+    assert len({schedule for _, schedule in records}) == 5
+    for (label, schedule), record in records.items():
+        reference = records[("torch", schedule)]
+        assert record["status"] == "ok", (label, schedule, record["failure"])
         assert [s["done"]["rows"] for s in record["raw"]["loop"]["steps"]] == [8] * 5, label
         assert steps(record, "tokens_real") == steps(reference, "tokens_real"), label
         assert [s["done"]["tokens_real"] for s in record["raw"]["loop"]["steps"]] == steps(reference, "tokens_real")
 
 
-def test_every_backend_applied_the_torch_backends_lr_at_every_step(records):
-    expected = steps(records["torch"], "lr")
-    assert expected[0] == 0.0 and len(set(expected)) > 2  # warm-up from 0, then restarts
-    for label, record in records.items():
-        assert steps(record, "lr") == pytest.approx(expected, abs=1e-9), label
+def test_every_backend_applied_the_torch_backends_lr_at_every_step_of_every_schedule(records):
+    restarts = steps(records[("torch", "cosine_with_restarts warm-up 0.2")], "lr")
+    assert restarts[0] == 0.0 and len(set(restarts)) > 2  # warm-up from 0, then restarts
+    assert steps(records[("torch", "cosine warm-up 0.0")], "lr")[0] == 1e-3  # no warm-up: the full lr at once
+    for (label, schedule), record in records.items():
+        assert steps(record, "lr") == pytest.approx(steps(records[("torch", schedule)], "lr"), abs=1e-9), (label, schedule)
 
 
 def test_devices_did_distinct_work(records):
     shards = {"torch": 1, "gpu-fsdp micro 1": 2, "gpu-fsdp micro 2": 2, "xla-fsdpv2": 4, "torchax": 4, "jax-tunix": 4}
-    for label, record in records.items():
+    for (label, _), record in records.items():
         assert record["raw"]["done"]["distinct_row_shards"] == shards[label], label
         assert record["plan"]["data_parallel"] == shards[label]
 
 
 def test_pytorch_model_backends_match_the_torch_backends_losses(records):
-    expected = steps(records["torch"], "loss")
-    for label in ("gpu-fsdp micro 1", "gpu-fsdp micro 2", "xla-fsdpv2", "torchax"):
-        if label in records:
-            assert steps(records[label], "loss") == pytest.approx(expected, rel=1e-3), label
+    for (label, schedule), record in records.items():
+        if label in ("gpu-fsdp micro 1", "gpu-fsdp micro 2", "xla-fsdpv2", "torchax"):
+            expected = steps(records[("torch", schedule)], "loss")
+            assert steps(record, "loss") == pytest.approx(expected, rel=1e-3), (label, schedule)
 
 
 BF16 = [("torch", []), ("gpu-fsdp", ["parallel.devices=2"]), ("xla-fsdpv2", ["parallel.devices=4"])]
