@@ -41,7 +41,7 @@ def load_catalog(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
-    from harness.loader import parse_yaml
+    from harness.yaml_io import parse_yaml
 
     try:
         doc = parse_yaml(path.read_text(), str(path))

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness import __version__
-from harness.registry import PROJECT_ROOT
+from harness.paths import PROJECT_ROOT
 
 
 def _git(*args: str) -> str | None:

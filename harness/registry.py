@@ -20,11 +20,9 @@ from pathlib import Path
 
 from harness.backend import BackendInfo, Probe
 from harness.errors import BackendUnavailable, SpecError
+from harness.paths import PROJECT_ROOT
 
 ENTRY_POINT_GROUP = "bench.backends"
-# Where `harness` and `backends` are importable from: handed to workers run by another
-# interpreter so that they import this checkout's code.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _builtin() -> list[BackendInfo]:
@@ -57,7 +55,7 @@ def validate_backend_options(scenario, source: str) -> None:
     """Each `backend_options.<name>` block must name a backend and fit its options."""
     from pydantic import ValidationError
 
-    from harness.loader import first_error
+    from harness.yaml_io import first_error
 
     backends = all_backends()
     for name, block in scenario.backend_options.items():
