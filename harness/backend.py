@@ -53,6 +53,7 @@ class Capabilities:
     axes: tuple[str, ...] = ()  # mesh axes that may be larger than 1 (data, fsdp, tensor)
     max_devices: int | None = 1  # None: as many as the host has
     cpu_devices: bool = False  # can run several (virtual) devices or ranks on a CPU host
+    multi_host: bool = False  # can run one job over several hosts (parallel.hosts > 1)
     precisions: tuple[str, ...] = ("fp32", "bf16", "fp16")
     shardings: tuple[str, ...] = ("full_shard",)  # parallel.sharding values, when fsdp > 1
     methods: tuple[str, ...] = ("lora", "full")

@@ -49,6 +49,10 @@ def cmd_run(args) -> int:
     for rescued in result.rescued:
         print(f"bench: could not write the record to {rescued['results_dir']} ({rescued['problem']}); "
               f"saved it to {rescued['path']}", file=sys.stderr)
+    for part in result.secondary:  # multi-host: this host took part; host 0 writes the record
+        print(f"bench: host {part['host_rank']} of {part['hosts']} [{part['variant']}] repeat {part['repeat']}: "
+              + ("done; the job's record is written by host 0" if part["status"] == "ok"
+                 else f"failed: {part['reason']}\n{part['log_tail'] or ''}"), file=sys.stderr)
     return 1 if result.failed or result.rescued else 0
 
 

@@ -72,7 +72,7 @@ class Plan(Frozen):
     per optimizer step; `lr[k]` is the learning rate of optimizer step k."""
 
     device_kind: str
-    devices: int
+    devices: int  # on all hosts together
     mesh: dict[str, int]  # data, fsdp, tensor
     data_parallel: int  # shards that split the rows: data x fsdp
     micro_batch: int
@@ -91,6 +91,7 @@ class Plan(Frozen):
     lora_targets: tuple[str, ...]
     trainable_params: int | None  # None: not computable from the architecture
     gradient_checkpointing: bool
+    hosts: int = 1  # hosts the job spans, devices / hosts each (one JAX process per host)
 
     @property
     def total_steps(self) -> int:
@@ -102,7 +103,8 @@ class Plan(Frozen):
         lr = self.lr
         mesh = " x ".join(f"{axis} {self.mesh[axis]}" for axis in AXES)
         return [
-            ("devices", f"{self.devices} {self.device_kind} ({mesh})"),
+            ("devices", f"{self.devices} {self.device_kind} ({mesh})"
+                        + (f" on {self.hosts} hosts, {self.devices // self.hosts} each" if self.hosts > 1 else "")),
             ("rows", f"{self.micro_batch} per shard per forward x {self.data_parallel} shards = "
                      f"{self.rows_per_forward} per forward; x {self.accumulation} accumulation = "
                      f"{self.rows_per_step} per optimizer step"),
@@ -208,9 +210,14 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
     """The plan of one scenario on a host with `device_count` devices of `device_kind`;
     raises PlanRefusal naming the field when the scenario cannot be executed there."""
     train, parallel = scenario.train, scenario.parallel
-    devices = resolve_devices(parallel.devices, device_kind, device_count)
-    if device_kind != "cpu" and devices > device_count:
-        raise _refuse("parallel.devices", f"{devices} devices asked for; this host has {device_count} {device_kind}")
+    hosts = parallel.hosts
+    # `all` is every host's devices; a number counts all hosts' devices together.
+    devices = resolve_devices(parallel.devices, device_kind, device_count) * (hosts if parallel.devices == "all" else 1)
+    if devices % hosts:
+        raise _refuse("parallel.hosts", f"{devices} devices do not divide evenly over {hosts} hosts")
+    if device_kind != "cpu" and devices // hosts > device_count:
+        raise _refuse("parallel.devices", f"{devices // hosts} devices asked for on each of {hosts} host(s); "
+                                          f"this host has {device_count} {device_kind}")
     mesh = resolve_mesh(parallel, devices)
     shards = mesh["data"] * mesh["fsdp"]
     rows_per_forward = train.micro_batch * shards
@@ -234,7 +241,7 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
         lora_targets=tuple(train.lora.target_modules) if lora else (),
         trainable_params=lora_trainable_params(arch, train.lora.target_modules, train.lora.rank)
         if lora and arch else None,
-        gradient_checkpointing=train.gradient_checkpointing,
+        gradient_checkpointing=train.gradient_checkpointing, hosts=hosts,
     )
 
 
@@ -246,6 +253,8 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
             have = ", ".join(caps.axes) or "none: one device"
             return _refuse(f"parallel.{axis}", f"{plan.mesh[axis]} (of parallel.devices {plan.devices}): this backend "
                                                f"has no {axis} parallelism (its axes: {have})")
+    if plan.hosts > 1 and not caps.multi_host:
+        return _refuse("parallel.hosts", f"{plan.hosts}: this backend runs on one host in this version")
     if caps.max_devices is not None and plan.devices > caps.max_devices:
         return _refuse("parallel.devices", f"{plan.devices}: this backend runs on at most {caps.max_devices}")
     if plan.device_kind == "cpu" and plan.devices > 1 and not caps.cpu_devices:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import hosts
 from harness import plan as plans
 from harness import registry
 from harness.cost import load_catalog, parse_fleet, price_for
@@ -27,7 +28,7 @@ from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
-from harness.store import load_records, write_record
+from harness.store import load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
@@ -58,10 +59,12 @@ class SweepResult:
     skipped_records: list[dict[str, Any]] = field(default_factory=list)
     # Records that could not be written to the results directory, and where they went.
     rescued: list[dict[str, str]] = field(default_factory=list)
+    # This host's part in multi-host jobs whose record host 0 writes (hosts.secondary_part).
+    secondary: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] != "ok"]
+        return [r for r in self.records if r["status"] != "ok"] + [p for p in self.secondary if p["status"] != "ok"]
 
 
 def pick_profile(requested: str, profiles: dict[str, Any], device_kind: str) -> str | None:
@@ -84,12 +87,14 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     # Every run's plan before any work: a scenario this backend cannot execute exactly
     # is refused now (exit 2, one line), not an hour into a sweep.
     resolved = [(run, plan_of(run, chosen, request.scenario_path)) for run in runs]
+    for _, plan in resolved:  # a multi-host job's environment, checked before any work
+        hosts.role(plan.hosts if plan is not None else 1)
     if request.dry_run:
         return SweepResult([], [], resolved)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
-    records, skipped, skipped_records, rescued = [], [], [], []
+    records, skipped, skipped_records, rescued, secondary = [], [], [], [], []
     jobs = [(run, plan, task) for run, plan in resolved for task in tasks_of(run.scenario)]
     for number, (run, plan, task) in enumerate(jobs, 1):
         backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
@@ -103,17 +108,26 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         progress.start(run, number, len(jobs), chosen, task)
         started = time.time()
         timeout_s = request.timeout_s if request.timeout_s is not None else run.scenario.run_timeout_s
-        outcome = execute_run(run, chosen, timeout_s, progress.event, task, plan=plan)
+        staging = trace_staging(request.results_dir, run.scenario, task)
+        outcome = execute_run(run, chosen, timeout_s, progress.event, task, plan=plan, trace_dir=staging)
+        part = hosts.secondary_part(plan if task == "train" else None, outcome)
+        if part is not None:  # host 0 writes the job's one record
+            secondary.append({**part, "variant": run.variant, "repeat": run.repeat})
+            continue
         record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
                               finished=time.time(), catalog=catalog, command=request.command, task=task,
                               plan=plan if task == "train" else None)
+        if staging is not None:  # the trace files go next to the record, named by it
+            from harness.trace import attach
+
+            attach(record, staging, request.results_dir, record_filename(record))
         path, problem = save_record(request.results_dir, record)
         record["_path"] = str(path)
         if problem is not None:
             rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
         progress.finish(record)
         records.append(record)
-    return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued)
+    return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary)
 
 
 # --------------------------------------------------------------------------- pre-flight
@@ -236,8 +250,17 @@ def _where(source: str, run: ResolvedRun) -> str:
 
 
 # --------------------------------------------------------------------------- one worker
+def trace_staging(results_dir: Path, scenario: Scenario, task: str) -> Path | None:
+    """Where a traced run's worker writes its trace: a directory in the results directory
+    (renamed after the record once it has a name), or None when nothing is traced."""
+    if task != "train" or scenario.trace is None:
+        return None
+    Path(results_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=results_dir, prefix=".tmp-trace-"))
+
+
 def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None],
-                task: str = "train", plan=None) -> dict:
+                task: str = "train", plan=None, trace_dir: Path | None = None) -> dict:
     """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
     info = registry.get(chosen.name)
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
@@ -245,7 +268,7 @@ def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Cal
             Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl"))
         job = {"backend": chosen.name, "task": task, "scenario": run.scenario.model_dump(mode="json"),
                "plan": plan.model_dump(mode="json") if plan is not None else None,
-               "facts_path": str(facts_path)}
+               "facts_path": str(facts_path), "trace_dir": str(trace_dir) if trace_dir is not None else None}
         job_path.write_text(json.dumps(job))
         launch = info.launch(plan) if info.launch and task == "train" else []
         launched = time.perf_counter()

@@ -305,6 +305,11 @@ class ParallelSpec(Section):
     # Devices the run uses: a number, or `all` of this host's accelerators (one on a
     # CPU). On a CPU, backends that can (XLA, JAX, gloo ranks) run N virtual devices.
     devices: Annotated[int, Field(gt=0, le=MAX_DEVICES)] | Literal["all"] = 1
+    # Hosts the job spans (a TPU slice's VMs, GPU nodes): `devices` counts all of them,
+    # devices / hosts on each. Every host runs `bench run` of the same scenario; which
+    # host it is comes from BENCH_HOST_RANK and BENCH_COORDINATOR (harness/hosts.py), or
+    # a TPU slice's own metadata; host 0 writes the job's one record.
+    hosts: int = Field(1, ge=1, le=MAX_DEVICES)
     # Axis sizes; their product is `devices`; -1 on one axis takes the devices left over.
     # fsdp: rows split AND parameters, gradients and optimizer state sharded (ZeRO-3);
     # data: rows split, everything replicated; tensor: each layer's matmuls split.

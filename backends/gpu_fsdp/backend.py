@@ -250,10 +250,20 @@ class FsdpBackend(Backend):
         return MemoryFacts(max(per_rank), kind, per_rank_bytes=per_rank)
 
     def accelerator(self) -> dict[str, Any]:
+        """Every host's devices: cost bills `count` (all GPUs; on CPUs one machine per
+        host, however many gloo ranks share it)."""
+        job = {"hosts": self.plan.hosts, "processes": self.world, "devices": self.world}
         if self.device.type == "cuda":
-            return {"kind": "cuda", "name": torch.cuda.get_device_name(self.device), "count": self.world}
-        # Ranks share one host: cost counts the host once.
-        return {"kind": "cpu", "name": cpu_name(), "count": 1, "processes": self.world}
+            return {"kind": "cuda", "name": torch.cuda.get_device_name(self.device), "count": self.world, **job}
+        return {"kind": "cpu", "name": cpu_name(), "count": self.plan.hosts, **job}
+
+    def _per_rank_hosts(self) -> list[str]:
+        """The host name each rank ran on (a collective: every rank calls it)."""
+        import socket
+
+        names: list[Any] = [None] * self.world
+        dist.all_gather_object(names, socket.gethostname())
+        return names
 
     def extra_facts(self) -> dict[str, Any]:
         from torch.distributed.tensor import DTensor
@@ -267,6 +277,7 @@ class FsdpBackend(Backend):
             "placements": sorted({str(p.placements) for p in sharded}),
             "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
             "per_rank_step_time_s": getattr(self, "per_rank_times", None),
+            "per_rank_host": self._per_rank_hosts(),
             "mode": self.options.mode, "compile": self.options.compile, "compiled_graphs": self._compiled_graphs(),
         }
 

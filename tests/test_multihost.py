@@ -1,0 +1,95 @@
+"""Multi-host jobs for real, as several processes on this machine: every "host" is its
+own `bench run` of the same scenario, told its place by BENCH_HOST_RANK and
+BENCH_COORDINATOR (127.0.0.1), joined by the framework's own runtime (torchrun's static
+rendezvous over gloo; JAX's distributed runtime with gloo CPU collectives). The job must
+compute what the same devices on one host compute, and write exactly one record (host
+0's) that states hosts, processes and devices and bills every host."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
+
+pytestmark = pytest.mark.slow
+
+SHORT = ["--no-progress", "--set", "train.steps=4", "--set", "train.window_steps=0"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_hosts(scenario, results, hosts: int, *args: str, timeout: float = 600) -> list[subprocess.CompletedProcess]:
+    """`bench run` once per host, all at once, as a job's hosts would; their outputs."""
+    coordinator = f"127.0.0.1:{free_port()}"
+    procs = []
+    for rank in range(hosts):
+        env = {**os.environ, "BENCH_HOST_RANK": str(rank), "BENCH_COORDINATOR": coordinator}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir", str(results), *args],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    done = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            raise
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
+def losses(record) -> list[float]:
+    return [s["loss"] for s in record["raw"]["loop"]["steps"]]
+
+
+def tokens(record) -> list[int]:
+    return [s["tokens_real"] for s in record["raw"]["loop"]["steps"]]
+
+
+def one_ok_record(directory, done) -> dict:
+    records = records_in(directory)
+    assert len(records) == 1, (failures_in(directory), [d.stderr[-3000:] for d in done])
+    assert records[0]["status"] == "ok", failures_in(directory)
+    return records[0]
+
+
+# --------------------------------------------------------------------------- gpu-fsdp
+def test_gpu_fsdp_two_nodes_of_one_rank_match_one_node_of_two(tmp_path):
+    one_node = write_scenario(tmp_path, TINY + "parallel:\n  devices: 2\n", "one.yaml")
+    two_nodes = write_scenario(tmp_path, TINY + "parallel:\n  devices: 2\n  hosts: 2\n", "two.yaml")
+    single = bench("run", str(one_node), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "one"), *SHORT)
+    assert single.returncode == 0, failures_in(tmp_path / "one") or single.stderr
+    done = run_hosts(two_nodes, tmp_path / "two", 2, "--backend", "gpu-fsdp", *SHORT)
+    assert [d.returncode for d in done] == [0, 0], [d.stderr[-3000:] for d in done]
+    assert "host 1 of 2" in done[1].stderr and "written by host 0" in done[1].stderr
+    reference, job = one_ok_record(tmp_path / "one", single), one_ok_record(tmp_path / "two", done)
+    assert losses(job) == pytest.approx(losses(reference), rel=1e-6)
+    assert tokens(job) == tokens(reference)
+    assert job["plan"]["hosts"] == 2 and reference["plan"]["hosts"] == 1
+    # Stated: 2 hosts, 2 processes, 2 devices; billed: one CPU machine per host.
+    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == \
+        {"hosts": 2, "processes": 2, "devices": 2, "count": 2}
+    assert reference["accelerator"]["count"] == 1
+    assert len(job["raw"]["extra"]["per_rank_host"]) == 2
+    assert len(job["raw"]["memory"]["per_rank_bytes"]) == 2
+
+
+def test_a_host_rank_outside_the_job_is_refused_naming_the_variable(tmp_path):
+    two_nodes = write_scenario(tmp_path, TINY + "parallel:\n  devices: 2\n  hosts: 2\n")
+    done = bench("run", str(two_nodes), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
+                 env={"BENCH_HOST_RANK": "2", "BENCH_COORDINATOR": "127.0.0.1:1234"})
+    assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
+    done = bench("run", str(two_nodes), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
+                 env={"BENCH_HOST_RANK": "", "BENCH_COORDINATOR": ""})
+    assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
