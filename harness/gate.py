@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.errors import SpecError
 from harness.gate_metrics import GATE_METRICS, GateMetric, _measured, _metric  # noqa: F401 - re-exported
+from harness.metrics import across_runs
 from harness.spec import Budget
 
 MIN_SAMPLES_FOR_TEST = 3
@@ -113,9 +114,8 @@ def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, A
 
 
 def figure(metric: GateMetric, records: list[dict[str, Any]]) -> float | None:
-    """The group's figure: the median over its runs of each run's own figure."""
-    values = [v for v in (metric.value(r) for r in records) if v is not None]
-    return statistics.median(values) if values else None
+    """The group's figure: one figure for repeated runs (metrics.md), of each run's own."""
+    return across_runs(metric.value(r) for r in records)
 
 
 def noise_samples(metric: GateMetric, current, baseline) -> tuple[list[float], list[float], str]:

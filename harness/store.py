@@ -45,12 +45,16 @@ def record_filename(record: dict[str, Any]) -> str:
     return "-".join(slug(p) for p in parts) + ".json"
 
 
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> Path:
+def write_json_atomic(path: Path, payload: dict[str, Any], *, keep_non_finite: bool = False) -> Path:
+    """The one atomic JSON writer: a temporary file in the same folder, flushed to disk,
+    then renamed over `path`, so a reader sees the old file or the new, never half.
+    Records store NaN and infinity as null (strict JSON); `keep_non_finite` keeps them
+    for a worker's facts, where a NaN loss is the fact that the run diverged."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(_finite(payload), f, indent=1, allow_nan=False)
+            json.dump(payload if keep_non_finite else _finite(payload), f, indent=1, allow_nan=keep_non_finite)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
