@@ -214,6 +214,11 @@ class Backend(ABC):
         """Backend-specific raw facts for the record (sharding, per-rank times...)."""
         return {}
 
+    def trace_capture(self, directory):
+        """This framework's profiler for a traced run (a `harness.trace.Capture` writing
+        under `directory`)."""
+        raise NotImplementedError(f"trace: the {self.info.name} backend has no profiler capture")
+
     def run(self):
         """Time the steps with the harness's loop (override if the framework owns it)."""
         from harness.loop import run_steps

@@ -31,7 +31,8 @@ def cmd_run(args) -> int:
     console = Console(stderr=args.json)
     request = RunRequest(
         scenario_path=args.scenario, backend=args.backend,
-        overrides=dict(parse_override(s) for s in args.set), results_dir=Path(args.results_dir),
+        overrides={**dict(parse_override(s) for s in args.set), **_trace_override(args.trace)},
+        results_dir=Path(args.results_dir),
         profile=args.profile, interpreters=dict(_key_value(p, "--python") for p in args.python),
         force=args.force, timeout_s=args.timeout, prices_file=args.prices, command=sys.argv,
         dry_run=args.dry_run,
@@ -54,6 +55,15 @@ def cmd_run(args) -> int:
               + ("done; the job's record is written by host 0" if part["status"] == "ok"
                  else f"failed: {part['reason']}\n{part['log_tail'] or ''}"), file=sys.stderr)
     return 1 if result.failed or result.rescued else 0
+
+
+def _trace_override(steps: int | None) -> dict[str, int]:
+    """`--trace [STEPS]` is `--set trace.steps=STEPS`: the scenario's `trace` field."""
+    if steps is None:
+        return {}
+    if steps < 1:
+        raise SpecError("--trace", str(steps), "trace at least one step")
+    return {"trace.steps": steps}
 
 
 def _print_plans(resolved, as_json: bool) -> int:
@@ -304,6 +314,8 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--prices", help="a prices file laid over the shipped catalog")
     run.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--trace", type=int, nargs="?", const=3, metavar="STEPS",
+                     help="capture a profiler trace of STEPS measured steps (default 3), saved next to the record")
     run.add_argument("--dry-run", action="store_true",
                      help="print every run's execution plan (devices, rows, accumulation, dtypes, lr) and run nothing")
 

@@ -18,7 +18,7 @@ from typing import Any
 @dataclass
 class StepSample:
     index: int
-    phase: str  # warmup | measure
+    phase: str  # warmup | measure | trace (after warm-up, under the profiler: not a measured step)
     start_s: float  # since the run's clock origin
     time_s: float  # device-synchronised wall time of the step
     tokens_real: int
@@ -66,6 +66,10 @@ class StepRecorder:
         self.samples: list[StepSample] = []
         self.warmup_steps = backend.plan.warmup_steps
         self.setup_compiles = backend.compile_stats().count
+        # Bound once, so that tracing (harness.trace.TracedRecorder) can close its step
+        # span right after the sync at no cost to an untraced step.
+        self.sync = backend.sync
+        self.phase = "measure"
 
     def begin(self) -> tuple[float, Any]:
         return time.perf_counter(), self.backend.compile_stats()
@@ -73,13 +77,13 @@ class StepRecorder:
     def end(self, begun: tuple[float, Any], batch, loss: Any) -> StepSample:
         """Call after the step was issued: syncs, stops the clock, then reads the loss
         (None when the framework reports it later, e.g. through a Trainer's logs)."""
-        self.backend.sync()
+        self.sync()
         stop = time.perf_counter()
         start, before = begun
         after = self.backend.compile_stats()
         index = len(self.samples)
         sample = StepSample(
-            index=index, phase="warmup" if index < self.warmup_steps else "measure",
+            index=index, phase="warmup" if index < self.warmup_steps else self.phase,
             start_s=start - self.origin, time_s=stop - start,
             tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
             seq_len=max(batch.seq_lens), seq_lens=list(batch.seq_lens), num_compiles=after.count - before.count,
@@ -92,10 +96,19 @@ class StepRecorder:
         return sample
 
 
+def recorder_for(backend, clock_origin: float) -> StepRecorder:
+    """A StepRecorder; one that also traces a window of steps when the scenario asks."""
+    if backend.scenario.trace is None:
+        return StepRecorder(backend, clock_origin)
+    from harness.trace import TracedRecorder
+
+    return TracedRecorder(backend, clock_origin)
+
+
 def run_steps(backend) -> LoopResult:
     """Time `train.steps` synchronised steps, then the unsynchronised window."""
     plan = backend.plan
-    recorder = StepRecorder(backend, backend.events.origin)
+    recorder = recorder_for(backend, backend.events.origin)
     for batch in backend.batches.steps[: plan.steps]:
         begun = recorder.begin()
         loss = backend.train_step(batch)

@@ -169,7 +169,8 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "warmup_time_s": sum(s["time_s"] for s in warmup),
         "compile_time_s": sum(s["compile_s"] for s in steps),
         "num_compiles": sum(s["num_compiles"] for s in steps) + window_recompiles,
-        "num_recompiles": sum(s["num_compiles"] for s in kept) + window_recompiles,
+        # Every compile after warm-up, traced steps' included (a profiler adds no compile).
+        "num_recompiles": sum(s["num_compiles"] for s in steps if s["phase"] != "warmup") + window_recompiles,
         "recompile_steps": len(recompiling),
         "recompile_steps_time_s": sum(s["time_s"] for s in recompiling),
         "num_setup_compiles": raw["loop"].get("setup_compiles", 0),
@@ -281,8 +282,36 @@ def meets_slo(latency: dict[str, float | None], slo: dict[str, float | None]) ->
     return True
 
 
+SLO_TARGETS = ("ttft_s", "tpot_s", "e2el_s")
+
+
+def slo_at_percentile(requests: list[dict[str, Any]], slo: dict[str, Any]) -> dict[str, Any] | None:
+    """Whether a load meets the SLO at its percentile p (spec.SloSpec): no measured
+    request failed, and each given target's p-th percentile (linear interpolation) over
+    the completed requests is within it; TPOT of a one-token request counts as 0, as in
+    goodput. None when the SLO states no percentile."""
+    p = slo.get("percentile")
+    if p is None:
+        return None
+    measured = [r for r in requests if not r["warmup"]]
+    done = [request_latencies(r) for r in measured if r["error"] is None]
+    values: dict[str, float | None] = {}
+    for name in SLO_TARGETS:
+        if slo.get(name) is None:
+            continue
+        sample = [0.0 if name == "tpot_s" and x[name] is None and (x["output_tokens"] or 0) <= 1 else x[name]
+                  for x in done]
+        sample = [v for v in sample if v is not None]
+        values[name] = percentile(sample, p) if sample else None
+    failed = len(measured) - len(done)
+    met = bool(done) and failed == 0 and all(v is not None and v <= slo[k] for k, v in values.items())
+    return {"percentile": p, "values": values, "failed": failed, "met": met}
+
+
 def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[str, Any]:
     """Serving metrics of a record from its raw per-request timestamps."""
+    slo_stated = slo
+    slo = {k: slo.get(k) for k in SLO_TARGETS}  # goodput's per-request targets
     measured = [r for r in raw["requests"] if not r["warmup"]]
     done = [r for r in measured if r["error"] is None]
     lat = [request_latencies(r) for r in done]
@@ -305,5 +334,47 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[s
         "output_throughput_tok_s": per_s(output), "total_throughput_tok_s": per_s(output + prompt),
         "request_throughput_req_s": per_s(len(done)),
         "goodput_req_s": per_s(sum(meets_slo(x, slo) for x in lat)) if any(v is not None for v in slo.values()) else None,
-        "slo": slo,
+        "slo": slo_stated,
+        "slo_at_percentile": slo_at_percentile(raw["requests"], slo_stated),
+        # One user's view: 1 / median TPOT (NVIDIA's and AIPerf's tokens/s per user);
+        # the chip's view is output_throughput_tok_s over the chips (record.py).
+        "output_tok_s_per_user": 1.0 / lat_tpot if (lat_tpot := _median_tpot(lat)) else None,
     }
+
+
+def _median_tpot(lat: list[dict[str, Any]]) -> float | None:
+    tpots = [x["tpot_s"] for x in lat if x["tpot_s"] is not None]
+    return statistics.median(tpots) if tpots else None
+
+
+def slo_search_summary(raw: dict[str, Any], slo: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The SLO search recomputed from its raw points: each rate's verdict at the SLO's
+    percentile, and the highest rate that met it (bisection keeps every met rate below
+    every failed one, so this is the search's answer). Returns the summary and the
+    requests the record's metrics describe: warm-up plus the point at that rate (the
+    lowest rate measured when none met)."""
+    search = raw["slo_search"]
+    points = []
+    for p in search["points"]:
+        verdict = slo_at_percentile(p["requests"], slo)
+        cut = p["met"] is None
+        points.append({"rate_req_s": p["rate"], "met": None if cut else verdict["met"], "values": verdict["values"],
+                       "failed": verdict["failed"], "cut_short": cut,
+                       "achieved_rate_req_s": achieved_rate([r for r in p["requests"] if r["error"] is None])})
+    met = [p for p in points if p["met"]]
+    best = max(met, key=lambda p: p["rate_req_s"]) if met else min(points, key=lambda p: p["rate_req_s"])
+    chosen = next(p for p in search["points"] if p["rate"] == best["rate_req_s"])
+    summary_ = {"max_rate_req_s": best["rate_req_s"] if met else None, "percentile": slo["percentile"],
+                "targets": {k: slo[k] for k in SLO_TARGETS if slo.get(k) is not None},
+                "stopped": search["stopped"], "bracket": search["bracket"],
+                "bisection_steps": search["bisection_steps"], "points": points,
+                "measured_at": ("the highest rate meeting the SLO" if met
+                                else "the lowest rate measured (no rate met the SLO)")}
+    return summary_, raw["requests"] + chosen["requests"]
+
+
+def achieved_rate(requests: list[dict[str, Any]]) -> float | None:
+    """Requests sent per second: (n - 1) / (last send - first send)."""
+    sent = sorted(r["sent_s"] for r in requests)
+    return (len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 and sent[-1] > sent[0] else None
+

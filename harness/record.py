@@ -61,6 +61,7 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
                        "machine": (facts or {}).get("machine")},
         "plan": plan.model_dump(mode="json") if plan is not None else None,
         "raw": facts, "metrics": None, "cost": None,
+        "sweep": outcome.get("sweep"),  # a serve sweep's point: axis, value, index, the sweep's id
     }
     record["warnings"] = [w for w in (accelerator.get("warning"), ((facts or {}).get("machine") or {}).get("warning")) if w]
     if failure is None and facts is not None and plan is not None:
@@ -68,6 +69,10 @@ def build_record(run, backend: str, python: str, probe, outcome: dict[str, Any],
     if failure is None and facts is not None:
         fill = _fill_serving_metrics if task == "serve" else _fill_metrics
         failure = fill(record, run, catalog)
+    if failure is None and facts is not None and facts.get("trace"):
+        from harness.trace import summary
+
+        record["trace"] = summary(facts["trace"], facts["loop"]["steps"])
     if failure is not None:
         record["status"] = "failed"
         record["failure"] = failure
@@ -112,12 +117,28 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
 
 def _fill_serving_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:
     slo = run.scenario.serve.slo.model_dump()
-    metrics = metric_fns.serving_metrics(record["raw"], slo)
+    raw, search = record["raw"], None
+    if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
+        search, requests = metric_fns.slo_search_summary(raw, slo)
+        raw = {**raw, "requests": requests}
+    metrics = metric_fns.serving_metrics(raw, slo)
+    accelerator = record["accelerator"]
+    chips = accelerator.get("count", 1)
+    throughput = metrics["output_throughput_tok_s"]
+    metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
+    if search is not None:
+        metrics["slo_search"] = search
     record["metrics"] = metrics
     record["server"] = record["raw"].get("server")
     if metrics["num_completed"] == 0:
         return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
-    accelerator = record["accelerator"]
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
-    record["cost"] = cost_model.serving_cost(metrics, accelerator.get("count", 1), price)
+    record["cost"] = cost_model.serving_cost(metrics, chips, price)
+    if search is not None and record["cost"] is not None:
+        # $ at the SLO only where a rate met it: a price at a load that misses it is no answer.
+        found = search["max_rate_req_s"]
+        record["cost"]["basis"] = (f"at {found:g} req/s, the highest request rate meeting the SLO" if found is not None
+                                   else "no rate met the SLO: no $ at the SLO")
+        if found is None:
+            record["cost"]["usd_per_1m_output_tokens"] = None
     return None

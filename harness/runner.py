@@ -27,6 +27,7 @@ from harness.cost import load_catalog, parse_fleet, price_for
 from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
+from harness.serving import points as serve_points
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
 from harness.store import load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
@@ -99,9 +100,10 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     for number, (run, plan, task) in enumerate(jobs, 1):
         backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
-        if key in done:
+        keys = serve_points.record_keys(run, key) if task == "serve" else [key]  # a sweep: one per point
+        if all(k in done for k in keys):
             skipped.append(run)
-            skipped_records.append({"path": done[key], "run_key": key, "task": task, "variant": run.variant,
+            skipped_records.append({"path": done[keys[0]], "run_key": keys[0], "task": task, "variant": run.variant,
                                     "repeat": run.repeat})
             progress.skipped(run, number, len(jobs))
             continue
@@ -114,19 +116,22 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         if part is not None:  # host 0 writes the job's one record
             secondary.append({**part, "variant": run.variant, "repeat": run.repeat})
             continue
-        record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
-                              finished=time.time(), catalog=catalog, command=request.command, task=task,
-                              plan=plan if task == "train" else None)
-        if staging is not None:  # the trace files go next to the record, named by it
-            from harness.trace import attach
+        finished = time.time()
+        # A serve sweep's worker measured every point: one record per point.
+        for run, key, outcome in serve_points.split(run, key, outcome) if task == "serve" else [(run, key, outcome)]:
+            record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
+                                  finished=finished, catalog=catalog, command=request.command, task=task,
+                                  plan=plan if task == "train" else None)
+            if staging is not None:  # the trace files go next to the record, named by it
+                from harness.trace import attach
 
-            attach(record, staging, request.results_dir, record_filename(record))
-        path, problem = save_record(request.results_dir, record)
-        record["_path"] = str(path)
-        if problem is not None:
-            rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
-        progress.finish(record)
-        records.append(record)
+                attach(record, staging, request.results_dir, record_filename(record))
+            path, problem = save_record(request.results_dir, record)
+            record["_path"] = str(path)
+            if problem is not None:
+                rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
+            progress.finish(record)
+            records.append(record)
     return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary)
 
 

@@ -385,7 +385,7 @@ class Budget(Section):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, value: str) -> str:
-        from harness.gate import GATE_METRICS  # light: no framework
+        from harness.gate_metrics import GATE_METRICS  # light: no framework
 
         if value not in GATE_METRICS:
             raise ValueError(f"unknown metric {value!r} (known: {', '.join(GATE_METRICS)})")
@@ -403,27 +403,165 @@ class Budget(Section):
 # --------------------------------------------------------------------------- serve
 class PromptSpec(Section):
     # function-calling: the prompts (developer + user turns) of the same data the
-    # fine-tune uses; synthetic: random words of about `input_words` words.
-    source: Literal["function-calling", "synthetic"] = "function-calling"
+    # fine-tune uses; synthetic: random words, `input_words` of them (or a seeded uniform
+    # length from input_words to input_words_max); shared-prefix: one of `num_prefixes`
+    # prefixes of `prefix_words` words, then a synthetic suffix (a prefix cache's effect);
+    # multi-turn: function-calling conversations of `turns` user turns, each turn's
+    # prompt the earlier turns with the generator's reference answers, then its question.
+    source: Literal["function-calling", "synthetic", "shared-prefix", "multi-turn"] = "function-calling"
     input_words: int = Field(200, gt=0, le=1_000_000)
+    input_words_max: int | None = Field(None, gt=0, le=1_000_000)
+    prefix_words: int | None = Field(None, gt=0, le=1_000_000)
+    num_prefixes: int | None = Field(None, gt=0, le=MAX_REQUESTS)
+    turns: int | None = Field(None, ge=2, le=1000)
     seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _fields_of_the_source(self) -> "PromptSpec":
+        random_words = self.source in ("synthetic", "shared-prefix")
+        if self.input_words_max is not None and not random_words:
+            raise ValueError(f"input_words_max: only synthetic and shared-prefix prompts have a length (source is {self.source})")
+        if self.input_words_max is not None and self.input_words_max < self.input_words:
+            raise ValueError(f"input_words_max: {self.input_words_max} is below input_words {self.input_words}")
+        shared = self.source == "shared-prefix"
+        for name in ("prefix_words", "num_prefixes"):
+            if (getattr(self, name) is None) == shared:
+                raise ValueError(f"{name}: " + ("source: shared-prefix needs it" if shared
+                                                else f"only source: shared-prefix has it (source is {self.source})"))
+        if (self.turns is None) == (self.source == "multi-turn"):
+            raise ValueError("turns: " + ("source: multi-turn needs the number of user turns (>= 2)"
+                                          if self.turns is None else f"only source: multi-turn has turns (source is {self.source})"))
+        return self
+
+
+class RampSpec(Section):
+    """vLLM's ramp-up: request i of n arrives at the rate start + (end - start) * i / (n - 1)
+    (linear) or start * (end / start) ** (i / (n - 1)) (exponential), in requests/s."""
+
+    start_rate: float = Field(gt=0, le=MAX_REQUEST_RATE)
+    end_rate: float = Field(gt=0, le=MAX_REQUEST_RATE)
+    shape: Literal["linear", "exponential"] = "linear"
 
 
 class LoadSpec(Section):
-    """Closed loop (`concurrency` requests in flight) or open loop (Poisson arrivals at
-    `request_rate` requests/s, seeded, at most `concurrency` in flight if given)."""
+    """One load, one meaning per field. Closed loop: `concurrency` requests in flight.
+    Open loop: arrivals at `request_rate` requests/s, or a `ramp` of the rate; `arrival`
+    poisson (exponential gaps) or gamma with `burstiness` B (vLLM's meaning: gaps drawn
+    from Gamma(shape B, scale 1 / (rate * B)), mean 1/rate, coefficient of variation
+    1/sqrt(B); B = 1 is Poisson); `max_concurrency` caps requests in flight (a request
+    waits for a slot, and is sent, and timed, when it gets one). Nothing given: a closed
+    loop of one request at a time. A sweep or search gives the rate or concurrency."""
 
-    concurrency: int | None = Field(1, gt=0, le=MAX_CONCURRENCY)
+    concurrency: int | None = Field(None, gt=0, le=MAX_CONCURRENCY)
     request_rate: float | None = Field(None, gt=0, le=MAX_REQUEST_RATE)
+    ramp: RampSpec | None = None
+    arrival: Literal["poisson", "gamma"] | None = None  # open loop only; poisson when not given
+    burstiness: float | None = Field(None, gt=0, le=1e6)
+    max_concurrency: int | None = Field(None, gt=0, le=MAX_CONCURRENCY)
     seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _one_load(self) -> "LoadSpec":
+        if self.concurrency is not None and (self.request_rate is not None or self.ramp is not None):
+            raise ValueError("concurrency: a closed loop's requests in flight; it does not combine with request_rate "
+                             "or ramp (cap an open loop's requests in flight with max_concurrency)")
+        if self.request_rate is not None and self.ramp is not None:
+            raise ValueError("ramp: gives the rate itself; drop request_rate")
+        if (self.burstiness is not None) != (self.arrival == "gamma"):
+            raise ValueError("burstiness: " + ("arrival: gamma needs it (1 = Poisson, < 1 burstier, > 1 steadier)"
+                                               if self.burstiness is None else "only arrival: gamma has a burstiness"))
+        if self.concurrency is not None:
+            for name in ("arrival", "max_concurrency"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only an open loop (request_rate, ramp) has it, not concurrency")
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.request_rate is not None or self.ramp is not None
+
+    @property
+    def in_flight_limit(self) -> int | None:
+        """Most requests in flight: the closed loop's concurrency (1 when nothing is
+        given), an open loop's max_concurrency, or None (no limit)."""
+        if self.open_loop:
+            return self.max_concurrency
+        return self.concurrency or 1
 
 
 class SloSpec(Section):
-    """Targets for goodput: a request counts when it meets every given target."""
+    """Targets, in seconds, with vLLM's per-request meanings. Goodput counts the requests
+    meeting every given target (per request). `percentile` p states when a load meets the
+    SLO (what `slo_search` searches for): every given target's p-th percentile over the
+    load's completed requests is within it, and no request failed."""
 
     ttft_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     tpot_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     e2el_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    percentile: float | None = Field(None, gt=0, le=100)
+
+    @property
+    def targets(self) -> dict[str, float]:
+        return {k: v for k, v in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2el_s", self.e2el_s))
+                if v is not None}
+
+    @model_validator(mode="after")
+    def _percentile_of_something(self) -> "SloSpec":
+        if self.percentile is not None and not self.targets:
+            raise ValueError("percentile: give at least one target (ttft_s, tpot_s, e2el_s) for it to apply to")
+        return self
+
+
+# A sweep or search measures at most this many load points: past it, a typo.
+MAX_LOAD_POINTS = 100
+
+
+class SweepSpec(Section):
+    """One load per value, each measured with `serve.num_requests` requests and written as
+    its own record, all sharing one sweep id. Points run in order on the same server;
+    once `max_duration_s` has passed, the point in flight is cut short (its unfinished
+    requests are errors) and the rest are recorded as not run."""
+
+    request_rate: Annotated[tuple[Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)], ...],
+                            Field(min_length=1, max_length=MAX_LOAD_POINTS)] | None = None
+    concurrency: Annotated[tuple[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)], ...],
+                           Field(min_length=1, max_length=MAX_LOAD_POINTS)] | None = None
+    max_duration_s: float = Field(3600.0, gt=0, le=MAX_SECONDS)
+
+    @model_validator(mode="after")
+    def _one_axis(self) -> "SweepSpec":
+        if (self.request_rate is None) == (self.concurrency is None):
+            raise ValueError("request_rate: a sweep is over request_rate or concurrency (exactly one)")
+        return self
+
+    @property
+    def axis(self) -> str:
+        return "request_rate" if self.request_rate is not None else "concurrency"
+
+    @property
+    def values(self) -> tuple:
+        return self.request_rate if self.request_rate is not None else self.concurrency
+
+
+class SloSearchSpec(Section):
+    """The highest request rate in [low, high] whose load meets the SLO (serve.slo, at its
+    percentile): `low` and `high` first, then bisection until the bracket is at most
+    `tolerance` req/s wide, at most `max_steps` bisection steps, or `max_duration_s`
+    passed. Every point measures `serve.num_requests` requests, so a search sends at
+    most (2 + max_steps) x num_requests. One record: the rate found, with the metrics,
+    goodput and $ per 1M output tokens measured there."""
+
+    low: float = Field(gt=0, le=MAX_REQUEST_RATE)
+    high: float = Field(gt=0, le=MAX_REQUEST_RATE)
+    tolerance: float = Field(gt=0, le=MAX_REQUEST_RATE)
+    max_steps: int = Field(8, ge=1, le=MAX_LOAD_POINTS - 2)
+    max_duration_s: float = Field(3600.0, gt=0, le=MAX_SECONDS)
+
+    @model_validator(mode="after")
+    def _bracket(self) -> "SloSearchSpec":
+        if self.low >= self.high:
+            raise ValueError(f"high: {self.high:g} is not above low {self.low:g}")
+        return self
 
 
 class EndpointSpec(Section):
@@ -457,9 +595,12 @@ class ServeSpec(Section):
     force_output_length: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     load: LoadSpec = LoadSpec()
+    # Measured requests of the load (of each point of a sweep or search).
     num_requests: int = Field(16, gt=0, le=MAX_REQUESTS)
     warmup_requests: int = Field(2, ge=0, le=MAX_REQUESTS)
     slo: SloSpec = SloSpec()
+    sweep: SweepSpec | None = None
+    slo_search: SloSearchSpec | None = None
     request_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
     # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
     # local and launch default to this machine's device.
@@ -471,9 +612,50 @@ class ServeSpec(Section):
             raise ValueError("endpoint: engine: endpoint needs an endpoint section (base_url)")
         if self.engine == "launch" and self.launch is None:
             raise ValueError("launch: engine: launch needs a launch section (command)")
-        if self.load.concurrency is None and self.load.request_rate is None:
-            raise ValueError("load: give concurrency, request_rate or both")
+        self._loads_fit()
         return self
+
+    def _loads_fit(self) -> None:
+        """A sweep or search gives the load's rate (or concurrency); the load section the
+        rest. Each combination either has one meaning or is refused, naming the field."""
+        load, sweep, search = self.load, self.sweep, self.slo_search
+        if sweep is not None and search is not None:
+            raise ValueError("slo_search: a search picks its own rates; it does not combine with a sweep")
+        if (sweep or search) and self.engine == "local":
+            raise ValueError(f"{'sweep' if sweep else 'slo_search'}: needs a server (engine endpoint or launch); "
+                             "the local engine serves one request at a time")
+        if self.engine == "local" and (load.concurrency or 1) > 1 or self.engine == "local" and (load.max_concurrency or 1) > 1:
+            raise ValueError(f"load.{'concurrency' if load.concurrency else 'max_concurrency'}: the local engine serves "
+                             "one request at a time; use a server (engine endpoint or launch) for more in flight")
+        by_rate = search is not None or (sweep is not None and sweep.axis == "request_rate")
+        if by_rate and (load.concurrency is not None or load.request_rate is not None or load.ramp is not None):
+            given = "concurrency" if load.concurrency is not None else "request_rate" if load.request_rate else "ramp"
+            raise ValueError(f"load.{given}: the {'slo_search' if search else 'sweep'} gives each point's request "
+                             "rate; drop it from load")
+        if sweep is not None and sweep.axis == "concurrency":
+            for name in ("concurrency", "request_rate", "ramp", "arrival", "max_concurrency"):
+                if getattr(load, name) is not None:
+                    raise ValueError(f"load.{name}: a sweep over concurrency is a closed loop; drop it from load")
+        if not by_rate and not load.open_loop and load.max_concurrency is not None:
+            raise ValueError("load.max_concurrency: caps an open loop; give request_rate or ramp")
+        if not by_rate and not load.open_loop and load.arrival is not None:
+            raise ValueError("load.arrival: only an open loop (request_rate, ramp, a rate sweep or search) has arrivals")
+        if search is not None and (not self.slo.targets or self.slo.percentile is None):
+            raise ValueError("slo.percentile: slo_search needs SLO targets and the percentile at which they must hold "
+                             "(e.g. slo: {ttft_s: 0.5, percentile: 90})")
+
+
+# --------------------------------------------------------------------------- trace
+class TraceSpec(Section):
+    """A profiler trace of a window of measured steps (harness/trace.py): each
+    framework's own profiler, files saved next to the record. Traced steps carry the
+    profiler's overhead, so they are not measured steps (phase `trace`)."""
+
+    # How many steps to trace (`bench run --trace [STEPS]`); they must leave at least one
+    # measured step untraced, for the step-time statistics.
+    steps: int = Field(3, gt=0, le=MAX_STEPS)
+    # The first traced step, counted from the first measured step (0: right after warm-up).
+    first: int = Field(0, ge=0, le=MAX_STEPS)
 
 
 # --------------------------------------------------------------------------- scenario
@@ -506,6 +688,21 @@ class Scenario(Section):
     # Named sets of dotted overrides for a device kind (`cpu`, `cuda`, `tpu`): how a run
     # is fitted to a smaller machine. Applied explicitly and stated in every record.
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A profiler trace of some measured steps of the train task; None: no profiler.
+    trace: TraceSpec | None = None
+
+    @model_validator(mode="after")
+    def _trace_fits_steps(self) -> "Scenario":
+        if self.trace is None:
+            return self
+        if "train" not in tasks_of(self):
+            raise ValueError("trace: traces the train task's steps, and this scenario trains nothing")
+        measured = self.train.measured_steps
+        if self.trace.first + self.trace.steps >= measured:
+            raise ValueError(f"trace.steps: steps {self.trace.first}..{self.trace.first + self.trace.steps - 1} of the "
+                             f"{measured} measured steps would leave none untraced for the statistics "
+                             "(raise train.steps, or trace fewer)")
+        return self
 
     @model_validator(mode="after")
     def _sequence_fits_model(self) -> "Scenario":

@@ -105,6 +105,7 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     backend.batches = build_batches(scenario, plan.rows_per_forward)
     _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
     events.phase("steps")
+    backend.trace_dir = job.get("trace_dir")  # harness.trace: where a traced run writes
     loop = backend.run()
     facts = {
         "started_at": started_at, "setup_s": setup_s, "model": asdict(model),
@@ -114,6 +115,10 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
         "done": {**backend.done(), "trainable_params": model.num_trainable_params},
         "compile_cache": backend.compile_cache(),
     }
+    if scenario.trace is not None:  # read back after the run: no step pays for it
+        from harness.trace import collect
+
+        facts["trace"] = collect(backend)
     facts["machine"] = machine_state(load_before)
     backend.teardown()
     facts["wall_s"] = time.perf_counter() - events.origin
@@ -136,9 +141,10 @@ def failure_from(exc: BaseException) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
+    """Facts for the runner, through the store's one atomic writer, NaN kept."""
+    from harness.store import write_json_atomic as atomic
+
+    atomic(path, payload, keep_non_finite=True)
 
 
 def rank() -> int:

@@ -149,6 +149,11 @@ class FsdpBackend(Backend):
         self.steps.step(self.model, self.scenario.train.grad_clip)
         return total
 
+    def trace_capture(self, directory):
+        from backends.torch_common.trace import TorchCapture
+
+        return TorchCapture(directory)
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -23,6 +23,7 @@ from importlib import metadata
 from typing import Any
 
 from backends import jax_common
+from backends.jax_common import distributed
 from harness.backend import Backend, ModelFacts, Probe, WorkLog
 from harness.loop import LoopResult, StepRecorder, WindowSample
 
@@ -69,7 +70,10 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        jax_common.request_cpu_devices(self.plan.devices)  # before JAX starts (a no-op off the CPU)
+        # Before JAX starts (a no-op off the CPU): this host's share of the devices, then
+        # the job's other hosts joined (nothing to join on one host).
+        jax_common.request_cpu_devices(self.plan.devices // self.plan.hosts)
+        distributed.initialize(self.plan)
         import jax
 
         from backends.jax_tunix import model as tunix_model
@@ -143,7 +147,10 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         distinct rows (read from the sharded array)."""
         from backends.jax_tunix.trainer import shard_rows, trainer_input
 
-        example = shard_rows(trainer_input(micro, loss_scale), self.trainer.config.data_sharding_axis)
+        example = trainer_input(micro, loss_scale)
+        if self.plan.hosts > 1:  # each host transfers its own devices' rows (shard_rows keeps them)
+            example = distributed.rows_to_devices(example, self.mesh, self.trainer.config.data_sharding_axis)
+        example = shard_rows(example, self.trainer.config.data_sharding_axis)
         self.work.fed(micro.attention_mask)
         self.row_shards.add(distinct_row_shards(example["input_tokens"]))
         return example
@@ -155,6 +162,11 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
     def train_step(self, batch):
         raise NotImplementedError("jax-tunix steps run inside Tunix's PeftTrainer (see run)")
+
+    def trace_capture(self, directory):
+        from backends.jax_common.trace import JaxCapture
+
+        return JaxCapture(directory)
 
     def sync(self) -> None:
         """Block until the device has produced every output issued so far: the trainable
@@ -201,10 +213,27 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         return "+".join(sorted({jax_common.dtype_name(a.dtype) for a in jax.tree.leaves(state)
                                 if hasattr(a, "dtype") and a.ndim > 0}))
 
+    def accelerator(self) -> dict[str, Any]:
+        if self.plan.hosts > 1:
+            return distributed.accelerator(self.plan, self.devices)
+        return super().accelerator()
+
+    def memory(self):
+        return distributed.memory(self.devices) if self.plan.hosts > 1 else super().memory()
+
+    def teardown(self) -> None:
+        """Leave the job together: a host that exits while others still talk to its
+        coordination service would take them down."""
+        if self.plan.hosts > 1:
+            import jax
+
+            jax.distributed.shutdown()
+
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
 
-        return {"mesh": dict(self.mesh.shape), **sharding_facts(self.model),
+        job = distributed.job_facts(self.plan, self.devices) if self.plan.hosts > 1 else {}
+        return {**job, "mesh": dict(self.mesh.shape), **sharding_facts(self.model),
                 "grad_accumulation": self.plan.accumulation,
                 "max_inflight_steps": self.options.max_inflight_steps,
                 "dispatch_s": getattr(self, "dispatch_s", []),

@@ -90,6 +90,11 @@ class TorchBackend(Backend):
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def trace_capture(self, directory):
+        from backends.torch_common.trace import TorchCapture
+
+        return TorchCapture(directory)
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -239,6 +239,11 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         self.last = loss
         return loss
 
+    def trace_capture(self, directory):
+        from backends.jax_common.trace import JaxCapture
+
+        return JaxCapture(directory)
+
     def sync(self) -> None:
         import jax
 

@@ -154,6 +154,11 @@ class XlaBackend(Backend):
         torch_xla.sync()  # the update is one graph, launched now, asynchronously
         return total
 
+    def trace_capture(self, directory):
+        from backends.xla_fsdpv2.trace import XlaCapture
+
+        return XlaCapture(directory)
+
     def sync(self) -> None:
         import torch_xla.core.xla_model as xm
 

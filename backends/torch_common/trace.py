@@ -1,0 +1,58 @@
+"""torch.profiler capture for `harness.trace` (backends torch and gpu-fsdp).
+
+The profiler runs from `start` to `stop` (no schedule: the harness picks the window),
+recording CPU ops, and CUDA kernels on a GPU. Each step is a `record_function` span
+`bench.step.N`. The trace is exported as gzipped Chrome JSON, `rank<R>.pt.trace.json.gz`
+(one file per process of a multi-rank run): Perfetto opens it, and so does TensorBoard's
+PyTorch profiler plugin (it looks for `*.pt.trace.json.gz`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from harness.trace import span_name
+
+
+class TorchCapture:
+    tool = f"torch.profiler {torch.__version__}"
+    # What dynamo records for each frame it compiles (torch._dynamo.convert_frame,
+    # dynamo_timed); an eager run compiles nothing.
+    compile_events = ("_compile.compile_inner (dynamo_timed)",)
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / f"rank{int(os.environ.get('RANK', '0'))}.pt.trace.json.gz"
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.profiler = torch.profiler.profile(activities=activities)
+        self.span = None
+
+    def start(self) -> None:
+        self.profiler.start()
+
+    def step_begin(self, index: int) -> None:
+        self.span = torch.profiler.record_function(span_name(index))
+        self.span.__enter__()
+
+    def step_end(self) -> None:
+        self.span.__exit__(None, None, None)
+        self.span = None
+
+    def stop(self) -> None:
+        self.profiler.stop()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        plain = self.path.with_suffix("")  # .pt.trace.json
+        self.profiler.export_chrome_trace(str(plain))
+        with open(plain, "rb") as source, gzip.open(self.path, "wb") as target:
+            shutil.copyfileobj(source, target)
+        plain.unlink()
+
+    def files(self) -> list[Path]:
+        return [self.path] if self.path.exists() else []
