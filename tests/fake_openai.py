@@ -5,7 +5,15 @@ carrying two tokens (chunks are not tokens), then a usage event and [DONE]. Ever
 --fail-every'th request gets HTTP 500; every --drop-every'th request loses its
 connection after two chunks (no terminating chunk: a protocol error for the client).
 
+Latency that grows with load in a known way (--hold S): every request ends exactly S
+seconds after it arrives, its first token after TTFT = --ttft-base + --ttft-per-request
+x (requests in flight when it arrived, itself not counted), the other tokens spread
+evenly up to S. A request's duration does not depend on the load, so with arrivals 1/r
+apart a request finds ceil(r S) - 1 others in flight: the SLO TTFT <= a + b K holds up
+to the rate (K + 1) / S, which a test can know exactly.
+
     python tests/fake_openai.py --port 8000 [--delay 0.005] [--fail-every 0] [--drop-every 0]
+                                [--hold S --ttft-base A --ttft-per-request B]
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "fake-model"
 
 
-def make_handler(delay: float, fail_every: int, drop_every: int):
+def make_handler(delay: float, fail_every: int, drop_every: int, hold: float | None = None, ttft_base: float = 0.0,
+                 ttft_per_request: float = 0.0):
     counter, lock = itertools.count(1), threading.Lock()
+    in_flight = [0]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -60,6 +70,9 @@ def make_handler(delay: float, fail_every: int, drop_every: int):
                 return
             tokens = int(body.get("max_tokens", 16))
             prompt = body.get("prompt") or " ".join(m["content"] for m in body.get("messages", []))
+            if hold is not None:
+                self._held(tokens, prompt)
+                return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -81,11 +94,42 @@ def make_handler(delay: float, fail_every: int, drop_every: int):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
+        def _held(self, tokens: int, prompt: str) -> None:
+            """One token per chunk: the first at TTFT, the last `hold` s after arrival."""
+            arrived = time.perf_counter()
+            with lock:
+                others = in_flight[0]
+                in_flight[0] += 1
+            try:
+                ttft = ttft_base + ttft_per_request * others
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(tokens):
+                    at = ttft + (hold - ttft) * i / max(1, tokens - 1)
+                    time.sleep(max(0.0, arrived + at - time.perf_counter()))
+                    self._chunk(f"data: {json.dumps({'choices': [{'index': 0, 'text': 'tok '}]})}\n\n".encode())
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+            usage = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}}
+            self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
+            self._chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
     return Handler
 
 
-def serve(port: int, delay: float = 0.005, fail_every: int = 0, drop_every: int = 0) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(delay, fail_every, drop_every))
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # a burst of new connections is not refused by the listen backlog
+
+
+def serve(port: int, delay: float = 0.005, fail_every: int = 0, drop_every: int = 0, hold: float | None = None,
+          ttft_base: float = 0.0, ttft_per_request: float = 0.0) -> ThreadingHTTPServer:
+    handler = make_handler(delay, fail_every, drop_every, hold, ttft_base, ttft_per_request)
+    server = _Server(("127.0.0.1", port), handler)
     server.daemon_threads = True
     return server
 
@@ -96,9 +140,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.005)
     parser.add_argument("--fail-every", type=int, default=0)
     parser.add_argument("--drop-every", type=int, default=0)
+    parser.add_argument("--hold", type=float, default=None)
+    parser.add_argument("--ttft-base", type=float, default=0.0)
+    parser.add_argument("--ttft-per-request", type=float, default=0.0)
     args = parser.parse_args()
     print(f"fake OpenAI server on 127.0.0.1:{args.port}", flush=True)
-    serve(args.port, args.delay, args.fail_every, args.drop_every).serve_forever()
+    serve(args.port, args.delay, args.fail_every, args.drop_every, args.hold, args.ttft_base,
+          args.ttft_per_request).serve_forever()
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     delays = [0.0] * warm + arrival_delays(spec.num_requests, spec.load)
     records = []
     measured_start = None
-    open_loop = spec.load.request_rate is not None
+    open_loop = spec.load.open_loop
     for index, (prompt, delay) in enumerate(zip(prompts, delays)):
         if index == warm:
             measured_start = time.perf_counter()

@@ -88,42 +88,91 @@ def _on_line(line: str, record: RequestRecord, origin: float) -> None:
 
 async def run_load(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_done=None) -> list[RequestRecord]:
     """Warm-up requests one by one, then the measured ones under the scenario's load."""
+    async with open_client(spec) as client:
+        records = await warm_up(client, url, bodies, spec.warmup_requests, origin)
+        return records + await measure(client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests,
+                                       origin, on_done)
+
+
+def open_client(spec, loads=()):
+    """One HTTP client for every load of the run: enough connections for the most
+    requests any of them keeps in flight (64 for an uncapped open loop)."""
     import httpx
 
-    warm, measured = spec.warmup_requests, spec.num_requests
-    records = [RequestRecord(i, i < warm, 0.0) for i in range(warm + measured)]
-    limits = httpx.Limits(max_connections=max(8, spec.load.concurrency or 64))
-    async with httpx.AsyncClient(timeout=httpx.Timeout(spec.request_timeout_s), limits=limits) as client:
-        for r in records[:warm]:
-            await send(client, url, bodies[r.index % len(bodies)], r, origin)
-        await _measured(client, url, bodies, records[warm:], spec, origin, on_done)
+    limits = [load.in_flight_limit or 64 for load in (spec.load, *loads)]
+    return httpx.AsyncClient(timeout=httpx.Timeout(spec.request_timeout_s),
+                             limits=httpx.Limits(max_connections=max(8, *limits)))
+
+
+async def warm_up(client, url: str, bodies: list[dict[str, Any]], count: int, origin: float) -> list[RequestRecord]:
+    records = [RequestRecord(i, True, 0.0) for i in range(count)]
+    for r in records:
+        await send(client, url, bodies[r.index % len(bodies)], r, origin)
     return records
 
 
-async def _measured(client, url, bodies, records, spec, origin, on_done) -> None:
-    gate = asyncio.Semaphore(spec.load.concurrency) if spec.load.concurrency else None
+async def measure(client, url: str, bodies: list[dict[str, Any]], load, first: int, count: int, origin: float,
+                  on_done=None, deadline: float | None = None) -> list[RequestRecord]:
+    """`count` measured requests (indices from `first`) under `load`. With a deadline
+    (seconds on the `origin` clock), requests still unfinished then are cut short and
+    those not yet sent are not sent: both are errors that say so."""
+    records = [RequestRecord(first + i, False, 0.0) for i in range(count)]
+    gate = asyncio.Semaphore(load.in_flight_limit) if load.in_flight_limit else None
 
     async def one(record: RequestRecord, delay: float) -> None:
         await asyncio.sleep(delay)
+        body = bodies[record.index % len(bodies)]
         if gate is None:
-            await send(client, url, bodies[record.index % len(bodies)], record, origin)
+            await send(client, url, body, record, origin)
         else:
             async with gate:
-                await send(client, url, bodies[record.index % len(bodies)], record, origin)
+                await send(client, url, body, record, origin)
         if on_done:
             on_done(record)
 
-    await asyncio.gather(*(one(r, d) for r, d in zip(records, arrival_delays(len(records), spec.load))))
+    work = asyncio.gather(*(one(r, d) for r, d in zip(records, arrival_delays(count, load))))
+    if deadline is None:
+        await work
+        return records
+    try:
+        await asyncio.wait_for(work, max(0.0, deadline - (time.perf_counter() - origin)))
+    except asyncio.TimeoutError:
+        now = time.perf_counter() - origin
+        for r in records:
+            if r.end_s is None and r.error is None:
+                sent = bool(r.chunk_s) or r.status is not None or r.sent_s > 0
+                r.error = ("cut short: the time limit (max_duration_s) was reached" if sent
+                           else "not sent: the time limit (max_duration_s) was reached")
+                r.sent_s = r.sent_s if sent else now
+    return records
 
 
 def arrival_delays(count: int, load) -> list[float]:
     """Seconds from the start of the measured phase to each request's arrival: all at
-    once for a closed loop, a seeded Poisson process for a request rate."""
-    if load.request_rate is None:
+    once for a closed loop; for an open loop, seeded gaps at each request's rate
+    (vLLM's `get_request`): exponential for poisson, Gamma(shape B, scale 1/(rate B))
+    for gamma with burstiness B (mean 1/rate, coefficient of variation 1/sqrt(B))."""
+    if not load.open_loop:
         return [0.0] * count
     rng = random.Random(load.seed)
     delays, t = [], 0.0
-    for _ in range(count):
+    for i in range(count):
         delays.append(t)
-        t += rng.expovariate(load.request_rate)
+        rate = rate_of(load, i, count)
+        if load.arrival == "gamma":
+            t += rng.gammavariate(load.burstiness, 1.0 / (rate * load.burstiness))
+        else:
+            t += rng.expovariate(rate)
     return delays
+
+
+def rate_of(load, index: int, count: int) -> float:
+    """Request `index` of `count`'s arrival rate (req/s): the load's rate, or a ramp's
+    at that request, linear or exponential in the request's position (vLLM's ramp-up)."""
+    ramp = load.ramp
+    if ramp is None:
+        return load.request_rate
+    progress = index / (count - 1) if count > 1 else 0.0
+    if ramp.shape == "linear":
+        return ramp.start_rate + (ramp.end_rate - ramp.start_rate) * progress
+    return ramp.start_rate * (ramp.end_rate / ramp.start_rate) ** progress

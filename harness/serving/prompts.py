@@ -1,6 +1,7 @@
 """Prompts for the serving benchmark: the same function-calling conversations the
 fine-tune trains on (developer and user turns, the assistant's turn left to the model),
-or seeded synthetic text of a given length."""
+multi-turn conversations built from them, or seeded synthetic text of a stated length,
+optionally behind shared prefixes (what a prefix cache speeds up)."""
 
 from __future__ import annotations
 
@@ -16,18 +17,54 @@ _WORDS = ("steps", "sleep", "heart", "rate", "battery", "workout", "water", "goa
 def build_prompts(scenario, count: int) -> list[dict[str, Any]]:
     """`count` prompts: {"text": for /completions, "messages": for /chat/completions}."""
     spec = scenario.serve.prompts
-    if spec.source == "synthetic":
-        rng = random.Random(spec.seed)
-        texts = [" ".join(rng.choice(_WORDS) for _ in range(spec.input_words)) for _ in range(count)]
-        return [{"text": t, "messages": [{"role": "user", "content": t}]} for t in texts]
+    if spec.source in ("synthetic", "shared-prefix"):
+        return _word_prompts(spec, count)
     from harness.data.batches import load_examples
 
     examples = load_examples(scenario)
-    prompts = []
+    if spec.source == "multi-turn":
+        return [_chat_prompt(*_turn(examples, i, spec.turns), scenario) for i in range(count)]
+    asked = lambda messages: [m for m in messages if m["role"] != "assistant"]  # noqa: E731
+    return [_chat_prompt(asked(messages), tools, scenario)
+            for messages, tools in (examples[i % len(examples)] for i in range(count))]
+
+
+def _words(rng: random.Random, count: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(count))
+
+
+def _word_prompts(spec, count: int) -> list[dict[str, Any]]:
+    """Seeded random words; a length uniform in [input_words, input_words_max] when a
+    maximum is given. shared-prefix: prompt i starts with prefix i mod num_prefixes
+    (prefix_words words), then its own input_words-long suffix."""
+    rng = random.Random(spec.seed)
+    prefixes = [_words(rng, spec.prefix_words) for _ in range(spec.num_prefixes or 0)]
+    texts = []
     for i in range(count):
-        messages, tools = examples[i % len(examples)]
-        asked = [m for m in messages if m["role"] != "assistant"]
-        pieces = chat_segments(asked, tools, scenario.data.chat_format)
-        opener = "<start_of_turn>model\n" if scenario.data.chat_format == "gemma" else "<|im_start|>assistant\n"
-        prompts.append({"text": "".join(text for text, _ in pieces) + opener, "messages": asked})
-    return prompts
+        length = rng.randint(spec.input_words, spec.input_words_max) if spec.input_words_max else spec.input_words
+        suffix = _words(rng, length)
+        texts.append(f"{prefixes[i % len(prefixes)]} {suffix}" if prefixes else suffix)
+    return [{"text": t, "messages": [{"role": "user", "content": t}]} for t in texts]
+
+
+def _turn(examples, index: int, turns: int) -> tuple[list[dict[str, str]], Any]:
+    """Prompt `index` of the multi-turn set: conversation index // turns, user turn
+    index % turns + 1. A conversation is `turns` consecutive generated examples: the
+    first one's developer turn (its tools), then each example's user question and
+    reference answer; a turn asks its question after every earlier exchange. The
+    history holds the generator's answers, not the server's, so no turn waits for the
+    reply to the previous one."""
+    conversation, turn = divmod(index, turns)
+    chosen = [examples[(conversation * turns + k) % len(examples)] for k in range(turn + 1)]
+    messages, tools = chosen[0]
+    history = [m for m in messages if m["role"] not in ("user", "assistant")]
+    for k, (example, _) in enumerate(chosen):
+        history += [m for m in example if m["role"] == "user" or (m["role"] == "assistant" and k < turn)]
+    return history, tools
+
+
+def _chat_prompt(asked: list[dict[str, str]], tools, scenario) -> dict[str, Any]:
+    """The turns asked so far, as chat messages and as the chat format's text."""
+    pieces = chat_segments(asked, tools, scenario.data.chat_format)
+    opener = "<start_of_turn>model\n" if scenario.data.chat_format == "gemma" else "<|im_start|>assistant\n"
+    return {"text": "".join(text for text, _ in pieces) + opener, "messages": asked}

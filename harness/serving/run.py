@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.serving.client import request_body, run_load
+from harness.serving.client import request_body
+from harness.serving.loads import drive, prompt_count
 from harness.serving.prompts import build_prompts
 
 
@@ -67,12 +68,38 @@ def declared_accelerator(text: str) -> dict[str, Any]:
 def _over_http(scenario, base_url: str, model: str | None, events, origin: float) -> dict[str, Any]:
     spec = scenario.serve
     server = server_identity(base_url.rstrip("/"), model)
-    prompts = build_prompts(scenario, spec.warmup_requests + spec.num_requests)
+    prompts = build_prompts(scenario, prompt_count(spec))
     bodies = [request_body(spec.api, server["model"], p, spec) for p in prompts]
     url = f"{server['base_url']}/{'chat/completions' if spec.api == 'chat' else 'completions'}"
     done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
-    records = asyncio.run(run_load(url, bodies, spec, origin, done))
-    return {"requests": [r.to_json() for r in records], "server": server}
+    facts = asyncio.run(drive(url, bodies, spec, origin, done))
+    return {**facts, "server": server, "prompts": describe_prompts(prompts)}
+
+
+def describe_prompts(prompts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The input length distribution the run drew from, in words (the server's token
+    counts per request are in each request's prompt_tokens)."""
+    from harness.metrics import summary
+
+    words = [len(p["text"].split()) for p in prompts]
+    return {"count": len(prompts), "words": summary(words)}
+
+
+def every_request(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Warm-up and measured requests, a sweep's or search's points included."""
+    points = (facts.get("sweep") or facts.get("slo_search") or {}).get("points", [])
+    return facts["requests"] + [r for p in points for r in p.get("requests", [])]
+
+
+def startup_times(server, requests: list[dict[str, Any]], origin: float) -> dict[str, Any]:
+    """Launch mode's startup (vLLM bench sweep's): from the server process's start to
+    its health URL answering 200, and to the first streamed token of the first request,
+    which is sent as soon as the server is healthy (after one GET /v1/models)."""
+    first = min((r for r in requests if r["error"] is None), key=lambda r: r["sent_s"], default=None)
+    token = first["chunk_s"][0] if first and first["chunk_s"] else None
+    started = server.started - origin  # on the requests' clock
+    return {"to_healthy_s": server.ready_s, "to_first_token_s": token - started if token is not None else None,
+            "first_request_sent_after_healthy_s": first["sent_s"] - started - server.ready_s if first else None}
 
 
 def execute_serve(scenario, events) -> dict[str, Any]:
@@ -93,7 +120,8 @@ def execute_serve(scenario, events) -> dict[str, Any]:
         with launch_workdir() as tmp, LaunchedServer(scenario, Path(tmp)) as server:
             model = server.fill(spec.launch.model) if spec.launch.model else None
             result = _over_http(scenario, server.base_url, model, events, origin)
-            result["server"].update(ready_s=server.ready_s, command=[server.fill(p) for p in spec.launch.command])
+            result["server"].update(ready_s=server.ready_s, command=[server.fill(p) for p in spec.launch.command],
+                                    startup=startup_times(server, every_request(result), origin))
             server.stop()
             result["server"]["log_tail"] = log_tail(server.log_path)
     accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else result.pop("accelerator", None)
