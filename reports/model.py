@@ -9,6 +9,7 @@ from typing import Any, Callable
 from harness.errors import SpecError
 from harness.metrics import across_runs
 from reports import compare, factors, stats
+from reports import serving as serve_report
 
 
 def _m(key: str, stat: str | None = None) -> Callable[[dict[str, Any]], Any]:
@@ -172,6 +173,8 @@ class Report:
     prices: list[dict[str, Any]]
     warnings: list[str]
     workloads: list[WorkloadRow] = field(default_factory=list)
+    # The highest request rate within the SLO, per SLO search record (reports/serving.py).
+    slo_rates: list[dict[str, Any]] = field(default_factory=list)
     method: str = stats.METHOD
     conventions: list[str] = field(default_factory=list)
 
@@ -295,6 +298,7 @@ def build(records: list[dict[str, Any]], baseline: str | None = None, compares: 
     report = Report([], serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
                     warnings, conventions=CONVENTIONS)
     report.workloads = _workloads([r for r in records if r["status"] == "ok"])
+    report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
@@ -382,6 +386,8 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
         found = []
         for row in _rows(train):
             serves = [s for n, s in serving if n == name and s.attrs[factors.ACCELERATOR] == row.attrs[factors.ACCELERATOR]]
+            # An SLO search's $/1M output tokens is the one at the load a user would run.
+            serves = [s for s in serves if _searched(s)] or serves
             per_run = row.median(lambda r: fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]))
             per_1m = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens")
                                  for r in serves[0].records) if len(serves) == 1 else None
@@ -393,6 +399,10 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
                                     spec["served_tokens_millions"], train_usd, serve_usd, total,
                                     total / found[0][3], row.label, row))
     return rows
+
+
+def _searched(row: Row) -> bool:
+    return all((r["metrics"] or {}).get("slo_search") for r in row.records)
 
 
 def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:

@@ -264,4 +264,8 @@ def figures(report) -> dict[str, list[tuple[str, Any]]]:
         out[section.name] = plots
     if (fig := latency_cdf(report)) is not None:
         out[""] = [("serving latency: TTFT CDF", fig)]
+    from reports.serving import figures as serving_figures
+
+    if serving := serving_figures(report, palette):  # against load, SLO lines, per user vs per chip
+        out[""] = out.get("", []) + serving
     return out

@@ -103,6 +103,14 @@ def markdown(report: Report) -> str:
                 "|---" * (len(SERVE_COLUMNS) + 1) + "|"]
         out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
         out.append("")
+    if report.slo_rates:
+        num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+        out += ["## Highest request rate within the SLO", "", "| scenario | accelerator | SLO | max req/s | goodput req/s "
+                "| $/1M output tokens at the SLO | price | stopped by |", "|---|---|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(md_cell(x) for x in (s["scenario"], s["accelerator"], s["slo"], num(s["max_rate_req_s"]),
+                                                       num(s["goodput_req_s"]), num(s["usd_per_1m_output_tokens"]),
+                                                       s["price"], s["stopped"])) + " |" for s in report.slo_rates]
+        out.append("")
     if report.workloads:
         out += ["## Train + serve workload", "", "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
                 "$/1M output tokens | workload $ | ratio to first |", "|---|---|---|---|---|---|---|---|"]
