@@ -93,3 +93,32 @@ def test_a_host_rank_outside_the_job_is_refused_naming_the_variable(tmp_path):
                  env={"BENCH_HOST_RANK": "", "BENCH_COORDINATOR": ""})
     assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- jax-tunix
+# A 2 x 2 (fsdp x tp) mesh: on one host 4 virtual CPU devices; over 2 hosts 2 each, the
+# fsdp axis across the hosts (each host feeds its half of the rows). Peft's targets
+# that Tunix adapts one by one (k/v are fused in Tunix: refused otherwise).
+TUNIX = ["--backend", "jax-tunix", *SHORT, "--set", "parallel.devices=4", "--set", "parallel.tensor=2",
+         "--set", "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]"]
+
+
+def test_jax_tunix_two_processes_of_two_devices_match_one_process_of_four(tmp_path):
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+    scenario = write_scenario(tmp_path, TINY)
+    single = bench("run", str(scenario), "--results-dir", str(tmp_path / "one"), *TUNIX, timeout=900)
+    assert single.returncode == 0, failures_in(tmp_path / "one") or single.stderr
+    done = run_hosts(scenario, tmp_path / "two", 2, *TUNIX, "--set", "parallel.hosts=2", timeout=900)
+    assert [d.returncode for d in done] == [0, 0], [d.stderr[-3000:] for d in done]
+    assert "host 1 of 2" in done[1].stderr and "written by host 0" in done[1].stderr
+    reference, job = one_ok_record(tmp_path / "one", single), one_ok_record(tmp_path / "two", done)
+    assert losses(job) == pytest.approx(losses(reference), rel=1e-5)
+    assert tokens(job) == tokens(reference)
+    extra = job["raw"]["extra"]
+    assert extra["process_index"] == 0 and extra["process_count"] == 2 and extra["local_devices"] == 2
+    assert len(extra["per_process_host"]) == 2 and extra["mesh"] == {"fsdp": 2, "tp": 2}
+    # The plan's check passed: both fsdp shards (one per host) fed distinct rows.
+    assert job["done"]["distinct_row_shards"] == 2 if "done" in job else True
+    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == \
+        {"hosts": 2, "processes": 2, "devices": 4, "count": 2}
+    assert len(job["raw"]["memory"]["per_rank_bytes"]) == 2

@@ -131,7 +131,6 @@ def build(scenario, plan, config, mesh, lora_init: str | None = None):
     or loaded, with LoRA in the plan's trainable dtype when the plan trains LoRA (started
     from the peft adapter in `lora_init` if given); every parameter is placed by Tunix's
     sharding annotations (fsdp and tp axes)."""
-    from tunix.models.dummy_model_creator import create_dummy_model
     from tunix.models.gemma3 import model as gemma3
 
     if scenario.model.init == "pretrained":
@@ -140,11 +139,41 @@ def build(scenario, plan, config, mesh, lora_init: str | None = None):
         model = params_safetensors.create_model_from_safe_tensors(scenario.model.path, config, mesh=mesh,
                                                                   dtype=config.param_dtype)
     else:
-        model = create_dummy_model(gemma3.Gemma3, config, mesh=mesh, dtype=config.param_dtype,
-                                   random_seed=scenario.train.seed)
+        model = random_model(gemma3.Gemma3, config, mesh, config.param_dtype, scenario.train.seed)
     if plan.method == "lora":
         model = apply_lora(model, scenario.train, config, mesh, plan.precision.trainable_params, lora_init)
     return model
+
+
+def random_model(model_class, config, mesh, dtype, seed: int, scale: float = 0.02):
+    """The model with N(0, scale^2) weights that do not depend on how the mesh lays its
+    devices out. Tunix's `create_dummy_model` draws one tensor per addressable shard, so
+    its numbers change with the devices per process (and replicas of one weight differ);
+    here weight i is `normal(fold_in(key(seed), i))` of its full shape, made by a jit
+    that places it by its sharding annotation: with JAX's partitionable threefry the
+    same numbers on 1 process x 4 devices as on 2 processes x 2."""
+    import functools
+
+    import jax
+    from flax import nnx
+
+    with mesh:
+        abstract = nnx.eval_shape(lambda: model_class(config, rngs=nnx.Rngs(params=0)))
+    graph_def, abstract_state = nnx.split(abstract)
+    shapes = abstract_state.to_pure_dict()
+    shardings = nnx.get_named_sharding(abstract_state, mesh).to_pure_dict()
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]]
+    index = {path: i for i, path in enumerate(paths)}
+
+    def make(path, leaf, sharding):
+        @functools.partial(jax.jit, out_shardings=sharding)
+        def draw():
+            key = jax.random.fold_in(jax.random.key(seed), index[path])
+            return scale * jax.random.normal(key, leaf.shape, dtype=dtype or leaf.dtype)
+
+        return draw()
+
+    return nnx.merge(graph_def, jax.tree_util.tree_map_with_path(make, shapes, shardings))
 
 
 def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None):
