@@ -81,14 +81,13 @@ def gather(values: list[float]) -> list[list[float]]:
     return np.asarray(stacked).reshape(-1, len(values)).tolist()
 
 
-def job_facts(plan, devices) -> dict[str, Any]:
+def job_facts() -> dict[str, Any]:
     """Hosts, processes and devices of the job, and each process's host name."""
     import jax
+    import numpy as np
     from jax.experimental import multihost_utils
 
-    name = socket.gethostname().encode()[:64].ljust(64, b"\0")
-    import numpy as np
-
+    name = socket.gethostname().encode()[:64].ljust(64, b"\0")  # fixed width: gathered as bytes
     names = multihost_utils.process_allgather(np.frombuffer(name, dtype=np.uint8))
     per_process = [bytes(row).rstrip(b"\0").decode(errors="replace") for row in np.asarray(names).reshape(-1, 64)]
     return {"process_index": jax.process_index(), "process_count": jax.process_count(),

@@ -232,7 +232,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
 
-        job = distributed.job_facts(self.plan, self.devices) if self.plan.hosts > 1 else {}
+        job = distributed.job_facts() if self.plan.hosts > 1 else {}
         return {**job, "mesh": dict(self.mesh.shape), **sharding_facts(self.model),
                 "grad_accumulation": self.plan.accumulation,
                 "max_inflight_steps": self.options.max_inflight_steps,
