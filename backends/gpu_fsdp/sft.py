@@ -11,7 +11,7 @@ import tempfile
 
 import torch
 
-from harness.loop import LoopResult, StepRecorder
+from harness.loop import LoopResult, StepRecorder, recorder_for
 
 
 def _callback(backend, recorder: StepRecorder):
@@ -114,7 +114,7 @@ def run_sft_trainer(backend) -> LoopResult:
 
     batches = backend.batches
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=batches.tokenizer.tokenizer, pad_token="<pad>", eos_token="<eos>")
-    recorder = StepRecorder(backend, backend.events.origin)
+    recorder = recorder_for(backend, backend.events.origin)  # traced when the scenario asks
     backend.fed_by_step = {}
     _measure_compute_dtype(backend)
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as out:

@@ -25,7 +25,7 @@ from typing import Any
 from backends import jax_common
 from backends.jax_common import distributed
 from harness.backend import Backend, ModelFacts, Probe, WorkLog
-from harness.loop import LoopResult, StepRecorder, WindowSample
+from harness.loop import LoopResult, StepRecorder, WindowSample, recorder_for
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 
@@ -280,7 +280,7 @@ class TrainerFeed:
         self.measured = min(measured, len(batches))
         self.queue = [(i, micro) for i, step in enumerate(batches) for micro in step.micro_batches]
         self.position = 0
-        self.recorder = StepRecorder(backend, backend.events.origin)
+        self.recorder = recorder_for(backend, backend.events.origin)  # traced when the scenario asks
         self.open_step: tuple[int, Any, int] | None = None  # (index, begun, first loss index)
         self.window_begun: tuple[float, int, int] | None = None
         self.window: WindowSample | None = None

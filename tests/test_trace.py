@@ -1,0 +1,107 @@
+"""Profiler traces (`bench run --trace`): files each tool's reader opens, the trace's step
+times beside the harness's, and compile events at the steps the record says compiled.
+
+Each check recomputes from the trace file itself (json for torch.profiler's Chrome
+trace, jax.profiler.ProfileData for XSpace), never from the record's own summary."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
+from harness import trace
+
+pytestmark = pytest.mark.slow
+
+SHORT = ("--set", "train.steps=6", "--set", "train.window_steps=0", "--set", "data.num_examples=16")
+
+
+def traced_run(tmp_path, *args: str) -> tuple[dict, Path]:
+    out = tmp_path / "r"
+    done = bench("run", *args, "--results-dir", str(out), "--no-progress", timeout=900)
+    assert done.returncode == 0, done.stderr + failures_in(out)
+    (record,) = records_in(out)
+    return record, out
+
+
+def check_common(record: dict, out: Path, traced: list[int]) -> None:
+    """Traced steps are marked and kept out of the statistics; both medians are there."""
+    steps = record["raw"]["loop"]["steps"]
+    assert [s["index"] for s in steps if s["phase"] == "trace"] == traced
+    untraced = [s for s in steps if s["phase"] == "measure" and s["num_compiles"] == 0]
+    if record["metrics"]["step_time_s"] is not None:
+        assert record["metrics"]["step_time_s"]["n"] == len(untraced)
+    section = record["trace"]
+    assert section["steps"] == traced
+    times = section["step_time_s"]
+    assert times["trace_median"] > 0 and times["harness_median"] > 0 and times["ratio"] > 0
+    assert times["harness"] == [steps[i]["time_s"] for i in traced]
+    for name in section["files"]:  # relative to the record's directory
+        assert (out / name).is_file(), name
+
+
+def xplane_spans(path: Path, names: tuple[str, ...]) -> list[tuple[str, float, float]]:
+    """(name, start_ns, duration_ns) of the named events, read by JAX's own reader."""
+    from jax.profiler import ProfileData
+
+    data = ProfileData.from_file(str(path))
+    return [(e.name, e.start_ns, e.duration_ns) for plane in data.planes for line in plane.lines
+            for e in line.events if e.name in names]
+
+
+def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
+    record, out = traced_run(tmp_path, str(write_scenario(tmp_path, TINY)), *SHORT, "--trace", "2")
+    check_common(record, out, [2, 3])
+    (name,) = record["trace"]["files"]
+    with gzip.open(out / name, "rt") as stream:
+        events = json.load(stream)["traceEvents"]
+    spans = {e["name"]: e["dur"] / 1e6 for e in events if e.get("ph") == "X" and e["name"].startswith("bench.step.")}
+    assert sorted(spans) == ["bench.step.2", "bench.step.3"]
+    assert record["trace"]["step_time_s"]["trace"] == pytest.approx([spans["bench.step.2"], spans["bench.step.3"]],
+                                                                     rel=1e-6, abs=2e-6)  # Chrome JSON: whole µs
+    assert any(e.get("ph") == "X" and e["name"].startswith("aten::") for e in events)  # the step's ops are in it
+
+
+def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refused(tmp_path):
+    path = write_scenario(tmp_path, TINY)
+    refused = bench("run", str(path), "--dry-run", "--trace", "6")
+    assert refused.returncode == 2 and "trace.steps" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
+    stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
+    record, out = traced_run(tmp_path, "scenarios/padding.yaml", "--backend", "torchax", "--set",
+                             "model.preset=tiny-gemma3", "--set", "sequence.padding=static", *SHORT, "--trace", "2")
+    check_common(record, out, [2, 3])
+    (xplane,) = [out / f for f in record["trace"]["files"] if f.endswith(".xplane.pb")]
+    spans = {name: d / 1e9 for name, _, d in xplane_spans(xplane, ("bench.step.2", "bench.step.3"))}
+    assert record["trace"]["step_time_s"]["trace"] == pytest.approx([spans["bench.step.2"], spans["bench.step.3"]])
+    # The harness's own XSpace decoder reads the same events as JAX's reader.
+    ours = {e.name: e.duration_ns / 1e9 for e in trace.read_events(xplane) if e.name in spans}
+    assert ours == pytest.approx(spans)
+
+
+def test_xla_dynamic_padding_recompiles_are_compile_events_in_the_steps_that_recompiled(tmp_path):
+    stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
+    record, out = traced_run(tmp_path, "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set",
+                             "model.preset=tiny-gemma3", "--set", "sequence.padding=dynamic", *SHORT, "--trace", "3")
+    check_common(record, out, [2, 3, 4])
+    (xplane,) = [out / f for f in record["trace"]["files"] if f.endswith(".xplane.pb")]
+    names = ("bench.step.2", "bench.step.3", "bench.step.4", "XLAGraphExecutor::Compile")
+    events = xplane_spans(xplane, names)
+    spans = {n: (s, s + d) for n, s, d in events if n.startswith("bench.step.")}
+    compiles = [s for n, s, _ in events if n == "XLAGraphExecutor::Compile"]
+    steps = record["raw"]["loop"]["steps"]
+    recompiled = {i: steps[i]["num_compiles"] for i in (2, 3, 4)}
+    assert sum(recompiled.values()) > 0  # dynamic padding: new lengths after warm-up
+    for i, expected in recompiled.items():
+        start, end = spans[f"bench.step.{i}"]
+        assert sum(start <= c <= end for c in compiles) == expected, i
+    assert record["trace"]["compile_steps"]["agree"]
+    assert statistics.median([e - s for s, e in spans.values()]) > 0
