@@ -1,0 +1,275 @@
+"""Load profiles (gamma arrivals, ramps, sweeps), the SLO search, their bounds, the new
+prompt sets and the serving report, against real servers on 127.0.0.1: the fake one
+(whose latency grows with load in a known way) and `transformers serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, bench, records_in, write_scenario
+from fake_openai import serve as fake_server
+from harness.cost import load_catalog
+from harness.errors import SpecError
+from harness.loader import validate
+from harness.metrics import percentile, request_latencies
+from harness.serving.client import arrival_delays, rate_of
+from harness.serving.loads import drive
+from harness.spec import LoadSpec, Scenario, ServeSpec
+from test_serve import check_definitions, free_port, port_open
+
+TRANSFORMERS_CLI = Path(sys.executable).parent / "transformers"
+# The fake server's load model (tests/fake_openai.py --hold): every request lasts HOLD s,
+# TTFT = A + B x (requests in flight when it arrived). With arrivals 1/r apart a request
+# finds ceil(r HOLD) - 1 others, so TTFT <= A + B K + B/2 holds up to r = (K + 1) / HOLD.
+HOLD, A, B, K = 0.4, 0.02, 0.04, 5
+TTFT_TARGET = A + B * K + B / 2
+TRUE_MAX_RATE = (K + 1) / HOLD  # 15 req/s
+
+
+@pytest.fixture
+def loaded_fake():
+    port = free_port()
+    server = fake_server(port, hold=HOLD, ttft_base=A, ttft_per_request=B)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield port
+    server.shutdown()
+    server.server_close()
+
+
+# --------------------------------------------------------------------------- arrivals
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])
+def test_gamma_inter_arrival_times_have_the_stated_mean_and_cv(burstiness):
+    """vLLM's meaning: gaps ~ Gamma(shape B, scale 1/(rate B)): mean 1/rate, CV 1/sqrt(B)."""
+    rate, n = 4.0, 20_000
+    delays = arrival_delays(n, LoadSpec(request_rate=rate, arrival="gamma", burstiness=burstiness, seed=7))
+    gaps = [b - a for a, b in zip(delays, delays[1:])]
+    mean, sd = statistics.fmean(gaps), statistics.pstdev(gaps)
+    # Standard error of the mean is sd / sqrt(n) (< 1% of the mean here): 4 of them.
+    assert abs(mean - 1 / rate) < 4 * sd / n**0.5
+    assert sd / mean == pytest.approx(1 / burstiness**0.5, rel=0.05)
+    assert delays == arrival_delays(n, LoadSpec(request_rate=rate, arrival="gamma", burstiness=burstiness, seed=7))
+
+
+def test_poisson_gaps_are_exponential():
+    delays = arrival_delays(20_000, LoadSpec(request_rate=10.0, seed=1))
+    gaps = [b - a for a, b in zip(delays, delays[1:])]
+    assert statistics.fmean(gaps) == pytest.approx(0.1, rel=0.03)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.05)
+
+
+def test_ramp_rates_follow_vllms_formulas():
+    linear = LoadSpec(ramp={"start_rate": 2, "end_rate": 10, "shape": "linear"})
+    expo = LoadSpec(ramp={"start_rate": 2, "end_rate": 32, "shape": "exponential"})
+    assert [rate_of(linear, i, 5) for i in range(5)] == [2, 4, 6, 8, 10]
+    assert [rate_of(expo, i, 5) for i in range(5)] == pytest.approx([2, 4, 8, 16, 32])
+
+
+def test_a_ramps_achieved_rate_rises_as_stated(loaded_fake):
+    """Against a real server: the send times' rate over the first and last tenth of the
+    requests is the ramp's there (steady gamma gaps keep the noise small)."""
+    n = 50
+    spec = serve_spec(loaded_fake, num_requests=n, warmup_requests=0, output_tokens=2,
+                      load={"ramp": {"start_rate": 5, "end_rate": 40}, "arrival": "gamma", "burstiness": 100})
+    facts = asyncio.run(drive(url(loaded_fake), bodies(n), spec, time.perf_counter()))
+    sent = sorted(r["sent_s"] for r in facts["requests"])
+    for lo, hi in ((0, 6), (n - 6, n)):
+        expected = (hi - lo - 1) / sum(1 / rate_of(spec.load, i, n) for i in range(lo, hi - 1))
+        assert (hi - lo - 1) / (sent[hi - 1] - sent[lo]) == pytest.approx(expected, rel=0.2)
+    assert all(r["error"] is None for r in facts["requests"])
+
+
+# --------------------------------------------------------------------------- bounds
+def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
+    """A sweep whose first point alone would take 10 s, and a search, each limited to
+    1.5 s: cut short on time, the rest not run, the unfinished requests errors."""
+    started = time.perf_counter()
+    spec = serve_spec(loaded_fake, num_requests=20, warmup_requests=0, output_tokens=2,
+                      sweep={"request_rate": [2, 4, 8], "max_duration_s": 1.5})
+    facts = asyncio.run(drive(url(loaded_fake), bodies(60), spec, time.perf_counter()))
+    assert time.perf_counter() - started < 1.5 + HOLD + 1.0
+    first, *rest = facts["sweep"]["points"]
+    errors = [r["error"] for r in first["requests"] if r["error"]]
+    assert errors and all("max_duration_s" in e for e in errors)
+    assert all("max_duration_s" in p["not_run"] and "requests" not in p for p in rest)
+
+    started = time.perf_counter()
+    spec = serve_spec(loaded_fake, num_requests=20, warmup_requests=0, output_tokens=2,
+                      slo={"ttft_s": TTFT_TARGET, "percentile": 90},
+                      slo_search={"low": 1, "high": 100, "tolerance": 0.01, "max_steps": 98, "max_duration_s": 1.5})
+    facts = asyncio.run(drive(url(loaded_fake), bodies(2000), spec, time.perf_counter()))
+    assert time.perf_counter() - started < 1.5 + HOLD + 1.0
+    assert facts["slo_search"]["stopped"] == "max_duration_s"
+    assert sum(len(p["requests"]) for p in facts["slo_search"]["points"]) <= (2 + 98) * 20
+
+
+# --------------------------------------------------------------------------- SLO search
+@pytest.mark.slow
+def test_slo_search_finds_the_known_maximum_rate_within_one_step(tmp_path, loaded_fake):
+    block = (f"  engine: endpoint\n  endpoint: {{base_url: '{url(loaded_fake, '')}'}}\n  accelerator: h100-sxm:2\n"
+             f"  output_tokens: 4\n  num_requests: 16\n  warmup_requests: 1\n"
+             f"  load: {{arrival: gamma, burstiness: 1000, seed: 0}}\n"
+             f"  slo: {{ttft_s: {TTFT_TARGET}, percentile: 90}}\n"
+             f"  slo_search: {{low: 5, high: 29, tolerance: 2, max_steps: 6, max_duration_s: 120}}\n")
+    path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "search.yaml")
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (record,) = records_in(tmp_path / "r")
+    search = record["metrics"]["slo_search"]
+    lo, hi = search["bracket"]
+    assert search["stopped"] == "tolerance" and hi - lo <= 2
+    assert abs(search["max_rate_req_s"] - TRUE_MAX_RATE) <= hi - lo  # within one search step
+    assert len(search["points"]) <= 2 + 6
+
+    # Each probe's verdict, recomputed: p90 TTFT of its requests against the target.
+    for point, raw in zip(search["points"], record["raw"]["slo_search"]["points"]):
+        ttfts = [request_latencies(r)["ttft_s"] for r in raw["requests"]]
+        assert point["met"] == (percentile(ttfts, 90) <= TTFT_TARGET)
+        assert raw["rate"] == point["rate_req_s"]
+
+    # The record's metrics, goodput and $ are those measured at the rate found.
+    at = next(p for p in record["raw"]["slo_search"]["points"] if p["rate"] == search["max_rate_req_s"])
+    at_ttft = [request_latencies(r)["ttft_s"] for r in at["requests"]]
+    assert record["metrics"]["num_requests"] == 16
+    assert record["metrics"]["ttft_s"]["median"] == pytest.approx(statistics.median(at_ttft))
+    good = sum(request_latencies(r)["ttft_s"] <= TTFT_TARGET for r in at["requests"])
+    duration = max(r["end_s"] for r in at["requests"]) - min(r["sent_s"] for r in at["requests"])
+    assert record["metrics"]["goodput_req_s"] == pytest.approx(good / duration)
+    price = load_catalog()["h100-sxm"]["on_demand"]
+    output = sum(r["output_tokens"] for r in at["requests"])
+    assert record["cost"]["usd_per_1m_output_tokens"] == pytest.approx(2 * price / 3600 * 1e6 / (output / duration))
+    assert record["cost"]["price"]["source"] and record["cost"]["price"]["date"]
+    assert f"{search['max_rate_req_s']:g} req/s" in record["cost"]["basis"]
+
+    # The report: the rate within the SLO with its $ and price, and the serving plots.
+    md = tmp_path / "report.md"
+    assert bench("report", str(tmp_path / "r"), "-o", str(md)).returncode == 0
+    line = next(x for x in md.read_text().splitlines() if x.startswith("| tiny | 2x h100-sxm | p90"))
+    assert f"| {search['max_rate_req_s']:.4g} |" in line and f"{record['cost']['usd_per_1m_output_tokens']:.4g}" in line
+    html = tmp_path / "report.html"
+    assert bench("report", str(tmp_path / "r"), "-o", str(html)).returncode == 0
+    text = html.read_text()
+    assert "TTFT percentiles vs request rate, SLO drawn" in text and "Pareto front" in text
+
+
+def record_requests(record):
+    return [r for r in record["raw"]["requests"] if not r["warmup"]]
+
+
+# --------------------------------------------------------------------------- a real server
+@pytest.mark.slow
+def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
+    """`transformers serve` on the tiny model: three records with one sweep id, each
+    measured at its own rate, and the launched server's startup times."""
+    block = (f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
+             f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
+             f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 4\n  num_requests: 3\n"
+             f"  warmup_requests: 1\n  sweep: {{request_rate: [2, 4, 8], max_duration_s: 300}}\n"
+             f"  force_output_length: false\n"
+             f"  extra_body: {{generation_config: '{{\"min_new_tokens\": 4, \"max_new_tokens\": 4}}'}}\n")
+    path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "sweep.yaml")
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + done.stdout
+    records = sorted(records_in(tmp_path / "r"), key=lambda r: r["sweep"]["index"])
+    assert [r["status"] for r in records] == ["ok"] * 3
+    assert len({r["sweep"]["id"] for r in records}) == 1 and len({r["run_key"] for r in records}) == 3
+    assert [r["sweep"]["value"] for r in records] == [2, 4, 8]
+    assert [r["scenario"]["cell"]["serve.load.request_rate"] for r in records] == [2, 4, 8]
+    indices = [{q["index"] for q in record_requests(r)} for r in records]
+    assert all(len(i) == 3 for i in indices) and not (indices[0] & indices[1] or indices[1] & indices[2])
+    for r in records:
+        check_definitions(r)
+    startup = records[0]["server"]["startup"]
+    assert 0 < startup["to_healthy_s"] < startup["to_first_token_s"]
+    assert not port_open(int(records[0]["server"]["base_url"].split(":")[-1].split("/")[0]))
+
+
+# --------------------------------------------------------------------------- spec
+@pytest.mark.parametrize("serve, field", [
+    ({"load": {"concurrency": 2, "request_rate": 1}}, "concurrency"),
+    ({"load": {"request_rate": 1, "burstiness": 2}}, "burstiness"),
+    ({"load": {"request_rate": 1, "arrival": "gamma"}}, "burstiness"),
+    ({"load": {"concurrency": 2, "max_concurrency": 4}}, "max_concurrency"),
+    ({"load": {"request_rate": 1, "ramp": {"start_rate": 1, "end_rate": 2}}}, "ramp"),
+    ({"sweep": {"request_rate": [1, 2]}, "load": {"request_rate": 3}}, "load.request_rate"),
+    ({"sweep": {"concurrency": [1, 2]}, "load": {"arrival": "poisson"}}, "load.arrival"),
+    ({"sweep": {"request_rate": [1], "concurrency": [1]}}, "request_rate"),
+    ({"slo_search": {"low": 1, "high": 4, "tolerance": 1}}, "slo.percentile"),
+    ({"slo_search": {"low": 4, "high": 1, "tolerance": 1}, "slo": {"ttft_s": 1, "percentile": 90}}, "high"),
+    ({"slo_search": {"low": 1, "high": 4, "tolerance": 1}, "sweep": {"request_rate": [1]},
+      "slo": {"ttft_s": 1, "percentile": 90}}, "slo_search"),
+    ({"slo": {"percentile": 90}}, "percentile"),
+    ({"prompts": {"source": "shared-prefix", "num_prefixes": 2}}, "prefix_words"),
+    ({"prompts": {"source": "synthetic", "turns": 3}}, "turns"),
+])
+def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
+    doc = {"name": "x", "tasks": ["serve"],
+           "serve": {"engine": "endpoint", "endpoint": {"base_url": "http://127.0.0.1:1/v1"}, **serve}}
+    with pytest.raises(SpecError) as err:
+        validate(doc, "s.yaml")
+    assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_local_engine_refuses_more_than_one_request_in_flight():
+    with pytest.raises(SpecError, match="load.concurrency"):
+        validate({"name": "x", "serve": {"engine": "local", "load": {"concurrency": 4}}}, "s.yaml")
+
+
+# --------------------------------------------------------------------------- prompts
+def scenario_with(prompts: dict) -> Scenario:
+    from harness.loader import document_from_text
+
+    doc = document_from_text(TINY, "tiny.yaml")
+    doc["serve"] = {"engine": "endpoint", "endpoint": {"base_url": "http://x/v1"}, "prompts": prompts}
+    return Scenario.model_validate(doc)
+
+
+def test_shared_prefix_prompts_share_their_prefixes_and_lengths_are_as_stated():
+    from harness.serving.prompts import build_prompts
+
+    prompts = build_prompts(scenario_with({"source": "shared-prefix", "prefix_words": 30, "num_prefixes": 3,
+                                           "input_words": 5, "input_words_max": 9}), 12)
+    words = [p["text"].split() for p in prompts]
+    assert all(35 <= len(w) <= 39 for w in words)
+    assert len({len(w) for w in words}) > 1  # lengths drawn, not fixed
+    for i, w in enumerate(words):
+        assert w[:30] == words[i % 3][:30]
+    assert len({tuple(w[:30]) for w in words}) == 3
+
+
+def test_multi_turn_prompts_grow_turn_by_turn_from_the_function_calling_data():
+    from harness.data.batches import load_examples
+    from harness.serving.prompts import build_prompts
+
+    scenario = scenario_with({"source": "multi-turn", "turns": 3})
+    prompts = build_prompts(scenario, 6)
+    examples = load_examples(scenario)
+    for i, p in enumerate(prompts):
+        conversation, turn = divmod(i, 3)
+        roles = [m["role"] for m in p["messages"]]
+        assert roles.count("user") == turn + 1 and roles.count("assistant") == turn and roles[-1] == "user"
+        question = next(m for m in examples[conversation * 3 + turn][0] if m["role"] == "user")
+        assert p["messages"][-1] == question
+    # a later turn repeats its conversation's earlier turns: the prefix a cache can reuse
+    assert prompts[2]["messages"][:len(prompts[1]["messages"])] == prompts[1]["messages"]
+    assert prompts[2]["text"].startswith(prompts[1]["text"].rsplit("<start_of_turn>model", 1)[0])
+
+
+# --------------------------------------------------------------------------- helpers
+def url(port: int, path: str = "/completions") -> str:
+    return f"http://127.0.0.1:{port}/v1{path}"
+
+
+def bodies(n: int) -> list[dict]:
+    return [{"model": "fake-model", "prompt": f"p {i}", "max_tokens": 2, "stream": True,
+             "stream_options": {"include_usage": True}} for i in range(n)]
+
+
+def serve_spec(port: int, **fields) -> ServeSpec:
+    return ServeSpec(engine="endpoint", endpoint={"base_url": url(port, "")}, **fields)
