@@ -102,6 +102,42 @@ def cmd_launch(args) -> int:
     return cmd_report(build_parser().parse_args(report.split()[1:])) or (1 if failed else 0)
 
 
+def cmd_suite(args) -> int:
+    """`bench suite FILE`: every entry resolved and planned first, then run in order, then
+    one report. With --dry-run: the plans, and which optional entries would be skipped."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from harness.display import RunProgress, summary
+    from harness.suite import run_suite
+
+    console = Console(stderr=args.json)
+    options = {"results_dir": Path(args.results_dir) if args.results_dir else None,
+               "interpreters": dict(_key_value(p, "--python") for p in args.python), "force": args.force,
+               "timeout_s": args.timeout, "prices_file": args.prices, "command": sys.argv}
+    result = run_suite(args.suite, RunProgress(console, enabled=not args.no_progress), options, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps([{"index": o.index, "label": o.label, "scenario": o.scenario_path, "backend": o.entry.backend,
+                           "skipped": o.skipped_reason,
+                           "runs": [{"variant": run.variant, "repeat": run.repeat,
+                                     "plan": plan.model_dump(mode="json") if plan else None}
+                                    for run, plan in (o.result.plans if o.result else [])],
+                           "records": [r["_path"] for r in (o.result.records if o.result else [])]}
+                          for o in result.outcomes], indent=1))
+    for o in result.outcomes:
+        console.print(f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})")
+        if o.skipped_reason:
+            console.print(f"  [yellow]skipped: {escape(o.skipped_reason)}[/yellow]")
+        elif args.dry_run and not args.json:
+            _print_plans(o.result.plans, False)
+    records = [r for o in result.outcomes if o.result for r in o.result.records]
+    if records:
+        console.print(summary(records, console))
+    if result.report_path:
+        console.print(f"wrote the suite's report to {result.report_path}")
+    return 1 if result.failed else 0
+
+
 def cmd_backends(args) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -415,6 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", required=True)
     export.add_argument("--format", choices=("pytest-benchmark",), default="pytest-benchmark")
     export.set_defaults(func=cmd_export)
+
+    suite = sub.add_parser("suite", help="run a suite file (scenario x backend entries) then write one report")
+    suite.add_argument("suite")
+    suite.add_argument("--results-dir", help="default: results/<suite name>")
+    suite.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")
+    suite.add_argument("--force", action="store_true", help="rerun runs that already have a successful record")
+    suite.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
+    suite.add_argument("--prices", help="a prices file laid over the shipped catalog")
+    suite.add_argument("--json", action="store_true", help="print each entry's plans (dry run) or record paths as JSON")
+    suite.add_argument("--no-progress", action="store_true")
+    suite.add_argument("--dry-run", action="store_true", help="resolve and plan every entry; run nothing")
+    suite.set_defaults(func=cmd_suite)
     return parser
 
 

@@ -49,6 +49,8 @@ class RunRequest:
     prices_file: str | None = None
     command: list[str] = field(default_factory=list)
     dry_run: bool = False  # resolve and print every run's plan; run nothing
+    # The backend's probe when the caller already has it (bench suite probes each backend once).
+    probed: Any = None
 
 
 @dataclass
@@ -80,7 +82,8 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     base = validate(read_document(request.scenario_path), request.scenario_path)
     catalog = preflight(request, base)  # seconds, before any backend is probed
-    chosen = registry.choose_backend(request.backend or base.backend, request.interpreters)
+    chosen = request.probed if request.probed is not None else registry.choose_backend(
+        request.backend or base.backend, request.interpreters)
     profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
     for run in runs:

