@@ -87,8 +87,6 @@ def load_suite(path: str) -> Suite:
 def _request(suite_path: str, index: int, entry: SuiteEntry, options: dict[str, Any], dry_run: bool,
              probed) -> RunRequest:
     scenario = Path(suite_path).parent / entry.scenario
-    if not scenario.is_file():
-        raise SpecError(suite_path, f"runs.{index}.scenario", f"no such scenario file: {scenario}")
     return RunRequest(scenario_path=str(scenario), backend=entry.backend, overrides=dict(entry.set),
                       profile=entry.profile, dry_run=dry_run, probed=probed, **options)
 
@@ -111,6 +109,9 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
             registry.get(entry.backend)
         except BackendUnavailable as exc:
             raise SpecError(suite_path, f"runs.{i}.backend", str(exc)) from None
+        if not (Path(suite_path).parent / entry.scenario).is_file():
+            raise SpecError(suite_path, f"runs.{i}.scenario", f"no such scenario file: "
+                            f"{Path(suite_path).parent / entry.scenario} (paths are relative to the suite file)")
     available = _probe(suite, options.get("interpreters", {}))
     result = SuiteResult(suite)
     for i, entry in enumerate(suite.runs):

@@ -1,0 +1,71 @@
+"""`bench suite`: the accelerator suite resolves on this CPU (every entry's scenario,
+overrides and plan on its backend), a small suite really runs and writes one report,
+and mistakes are refused naming the suite's field before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, TINY, bench, records_in, write_scenario
+
+SUITE = "scenarios/suites/accelerator.yaml"
+
+
+def test_the_accelerator_suite_resolves_every_entry_here():
+    if not os.environ.get("BENCH_PYTHON_JAX_TUNIX") and os.environ.get("CI"):
+        pytest.fail("CI must provide jax-tunix (BENCH_PYTHON_JAX_TUNIX) for the suite's dry run")
+    done = bench("suite", SUITE, "--dry-run", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    assert [e["backend"] for e in entries] == ["torch", "gpu-fsdp", "torchax", "jax-tunix", "gpu-fsdp", "jax-tunix",
+                                             "torch"]
+    if os.environ.get("CI"):  # every stack is installed there: nothing may be skipped
+        assert [e["label"] for e in entries if e["skipped"]] == []
+    for entry in entries:
+        if entry["skipped"]:
+            assert entry["backend"] in ("torchax", "jax-tunix") and "not available here" in entry["skipped"]
+            continue
+        plans = [run["plan"] for run in entry["runs"]]
+        if entry["label"].startswith("W1 serve"):
+            assert plans == [None]  # serving alone: nothing to plan
+            continue
+        expected = ["padding=static", "padding=dynamic", "padding=bucketed"] if "padding" in entry["label"] else ["default"]
+        assert [run["variant"] for run in entry["runs"]] == expected
+        for plan in plans:
+            # W1 at full shape: no CPU profile, bf16 compute, one device, every step of the file
+            assert plan["precision"]["compute"] == "bf16" and plan["devices"] == 1, plan
+        if entry["label"].startswith("W1 "):  # the file's shape, not the cpu profile's (10 steps, batch 2)
+            assert (plans[0]["steps"], plans[0]["window_steps"], plans[0]["rows_per_step"]) == (30, 10, 32)
+
+
+def test_a_small_suite_runs_every_entry_then_writes_one_report(tmp_path):
+    write_scenario(tmp_path, TINY + "serve: {engine: local, output_tokens: 4, num_requests: 2, warmup_requests: 0}\n",
+                   "tiny.yaml")
+    suite = write_scenario(tmp_path, f"""name: small
+report: {tmp_path / 'report.md'}
+runs:
+  - {{scenario: tiny.yaml, backend: torch, set: {{tasks: [train], train.steps: 3, train.window_steps: 0}}}}
+  - {{scenario: tiny.yaml, backend: torch, label: serving, set: {{tasks: [serve]}}}}
+""", "suite.yaml")
+    done = bench("suite", str(suite), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + done.stdout
+    records = records_in(tmp_path / "r")
+    assert sorted(r["task"] for r in records) == ["serve", "train"] and all(r["status"] == "ok" for r in records)
+    assert (tmp_path / "report.md").read_text().count("tiny") >= 1
+    assert "wrote the suite's report" in done.stdout
+
+
+@pytest.mark.parametrize("body, field", [
+    ("runs:\n  - {scenario: ../../scenarios/tiny.yaml, backend: nope}\n", "runs.0.backend"),
+    ("runs:\n  - {scenario: missing.yaml, backend: torch}\n", "runs.0.scenario"),
+    ("report: out.pdf\nruns:\n  - {scenario: x.yaml, backend: torch}\n", "report"),
+    ("runs:\n  - {scenario: x.yaml, backend: torch, sett: {}}\n", "runs.0.sett"),
+    ("runs: []\n", "runs"),
+])
+def test_suite_mistakes_are_refused_naming_the_field(tmp_path, body, field):
+    suite = write_scenario(tmp_path, "name: bad\n" + body, "suite.yaml")
+    done = bench("suite", str(suite), "--dry-run")
+    assert done.returncode == 2 and f"{field}:" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
