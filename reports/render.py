@@ -4,6 +4,7 @@ Markdown (CI job summaries, PR comments) and CSV (one row per run)."""
 from __future__ import annotations
 
 import io
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,17 @@ def script_json(figure) -> str:
     return figure.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def html(report: Report) -> str:
+def trace_links(record: dict, base: Path | None) -> list[dict[str, str]]:
+    """A traced run's trace files (harness/trace.py), as links relative to the report's
+    folder: the record names them relative to its own."""
+    files = (record.get("trace") or {}).get("files") or []
+    if not files or not record.get("_path"):
+        return []
+    here = Path(record["_path"]).parent
+    return [{"name": Path(f).name, "href": Path(os.path.relpath(here / f, base or Path.cwd())).as_posix()} for f in files]
+
+
+def html(report: Report, base: Path | None = None) -> str:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from plotly.offline import get_plotlyjs
 
@@ -61,6 +72,7 @@ def html(report: Report) -> str:
     return env.get_template("report.html.j2").render(
         report=report, columns=SUMMARY_HEADERS, serve_columns=[h for h, _, _ in SERVE_COLUMNS],
         plots=plots, plotly_js=get_plotlyjs(), run_label=run_label, factor_names=factor_names, cost_note=COST_NOTE,
+        trace_links=lambda record: trace_links(record, base),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -157,7 +169,7 @@ def csv(report: Report) -> str:
 
 
 def write(report: Report, path: Path, fmt: str) -> Path:
-    text = {"html": html, "md": markdown, "csv": csv}[fmt](report)
+    text = html(report, path.parent) if fmt == "html" else {"md": markdown, "csv": csv}[fmt](report)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -65,6 +66,11 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     assert record["trace"]["step_time_s"]["trace"] == pytest.approx([spans["bench.step.2"], spans["bench.step.3"]],
                                                                      rel=1e-6, abs=2e-6)  # Chrome JSON: whole µs
     assert any(e.get("ph") == "X" and e["name"].startswith("aten::") for e in events)  # the step's ops are in it
+    # The report links the run's trace file, relative to the report.
+    page = tmp_path / "report" / "index.html"
+    assert bench("report", str(out), "-o", str(page)).returncode == 0
+    (href,) = re.findall(r'<a href="([^"]+\.pt\.trace\.json\.gz)"', page.read_text())
+    assert (page.parent / href).resolve() == (out / name).resolve()
 
 
 def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refused(tmp_path):
