@@ -264,8 +264,9 @@ def figures(report) -> dict[str, list[tuple[str, Any]]]:
         out[section.name] = plots
     if (fig := latency_cdf(report)) is not None:
         out[""] = [("serving latency: TTFT CDF", fig)]
-    from reports.serving import figures as serving_figures
+    from reports.serving import Look, figures as serving_figures
 
-    if serving := serving_figures(report, palette):  # against load, SLO lines, per user vs per chip
+    # against load with the SLO lines, per user vs per chip
+    if serving := serving_figures(report, palette, Look(_layout, label, COLOURS)):
         out[""] = out.get("", []) + serving
     return out

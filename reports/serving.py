@@ -105,13 +105,12 @@ def pareto_max(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 # --------------------------------------------------------------------------- plots
-def latency_vs_rate(curves_: list[Curve], metric: str, palette: dict[str, str]) -> Any | None:
+def latency_vs_rate(curves_: list[Curve], metric: str, palette: dict[str, str], look) -> Any | None:
     """p50 (dotted), p90 (solid), p99 (dashed) of `metric` against request rate, one
     colour per accelerator, with each SLO target on this metric as a horizontal line."""
     import plotly.graph_objects as go
 
-    from reports.plots import _layout, label
-
+    _layout, label = look.layout, look.label
     if not curves_:
         return None
     fig = go.Figure()
@@ -132,11 +131,10 @@ def latency_vs_rate(curves_: list[Curve], metric: str, palette: dict[str, str]) 
     return fig
 
 
-def per_user_vs_per_chip(points: list[tuple[str, float, float]], palette: dict[str, str]) -> Any | None:
+def per_user_vs_per_chip(points: list[tuple[str, float, float]], palette: dict[str, str], look) -> Any | None:
     import plotly.graph_objects as go
 
-    from reports.plots import _layout, label
-
+    _layout, label = look.layout, look.label
     if not points:
         return None
     fig = go.Figure()
@@ -152,19 +150,27 @@ def per_user_vs_per_chip(points: list[tuple[str, float, float]], palette: dict[s
     return fig
 
 
-def figures(report, palette: dict[str, str]) -> list[tuple[str, Any]]:
+@dataclass(frozen=True)
+class Look:
+    """The report's visual language (reports/plots.py hands it over): layout, the
+    escaping of record text, and the colours accelerators take."""
+
+    layout: Any
+    label: Any
+    colours: list[str]
+
+
+def figures(report, palette: dict[str, str], look: Look) -> list[tuple[str, Any]]:
     """The serving plots the records support, with their titles."""
     records = [r for row in report.serving for r in row.records]
     palette = dict(palette)
     for acc in sorted({factors.accelerator_label(r["accelerator"]) for r in records}):
-        from reports.plots import COLOURS
-
-        palette.setdefault(acc, COLOURS[len(palette) % len(COLOURS)])
+        palette.setdefault(acc, look.colours[len(palette) % len(look.colours)])
     found = curves(records)
     out = []
     for metric in ("ttft_s", "tpot_s"):
-        if (fig := latency_vs_rate(found, metric, palette)) is not None:
+        if (fig := latency_vs_rate(found, metric, palette, look)) is not None:
             out.append((f"{metric.removesuffix('_s').upper()} percentiles vs request rate, SLO drawn", fig))
-    if (fig := per_user_vs_per_chip(per_user_per_chip(records), palette)) is not None:
+    if (fig := per_user_vs_per_chip(per_user_per_chip(records), palette, look)) is not None:
         out.append(("tokens/s per user vs tokens/s per chip, with the Pareto front", fig))
     return out
