@@ -33,7 +33,7 @@ FAKE = ROOT / "tests" / "fake_openai.py"
 OUTPUT_TOKENS, NUM_REQUESTS, WARMUP = 16, 8, 1
 # vLLM's CPU attention kernels refuse tiny-gemma3's head_dim 16 ("Unsupported CPU
 # attention configuration: head_dim=16"); 64 is supported. Everything else is tiny.
-MODEL = TINY.replace("  preset: tiny-gemma3\n", "  preset: tiny-gemma3\n  arch: {head_dim: 64, query_pre_attn_scalar: 64}\n")
+MODEL = TINY.replace("  preset: tiny-gemma3\n", "  preset: tiny-gemma3\n  arch: {head_dim: 64}\n")
 assert MODEL != TINY
 
 
@@ -54,7 +54,7 @@ def scenario_text(serve: dict) -> str:
 def launch_block(marker: str) -> dict:
     """vLLM through `engine: launch`; the marker, inherited by every process the server
     starts, finds them afterwards whatever their names."""
-    return {"engine": "launch", "launch": {"command": vllm.server_command(VLLM_PYTHON), "model": "{model_dir}",
+    return {"engine": "launch", "launch": {"command": vllm.server_command(VLLM_PYTHON, prefix_caching=False), "model": "{model_dir}",
                                             "env": {**vllm.CPU_ENV, "BENCH_TEST_MARKER": marker},
                                             "health_timeout_s": 300}, "load": {"concurrency": 4}}
 

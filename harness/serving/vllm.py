@@ -35,13 +35,16 @@ _CLI_SHIM = (
 )
 
 
-def server_command(python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True) -> list[str]:
+def server_command(python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True,
+                   prefix_caching: bool = True) -> list[str]:
     """The OpenAI-compatible server as a launch command, with bench's placeholders
     (`{model_dir}`, `{port}`). `--enforce-eager` skips torch.compile warm-up (the start
-    is what a test waits for; a benchmark of a GPU server should leave it off)."""
+    is what a test waits for; a benchmark of a GPU server should leave it off). Without
+    prefix caching, two clients sending the same prompts one after the other both pay
+    the prefill (with it, the second would find every prompt cached)."""
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model_dir}", "--host", "127.0.0.1",
                "--port", "{port}", "--dtype", dtype, "--max-model-len", str(max_model_len)]
-    return command + (["--enforce-eager"] if eager else [])
+    return command + (["--enforce-eager"] if eager else []) + ([] if prefix_caching else ["--no-enable-prefix-caching"])
 
 
 def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:
