@@ -1,0 +1,62 @@
+"""The harness's step time against the profiler's: one traced tiny run per backend.
+
+Each run traces 3 measured steps (`bench run --trace 3`); the record states the median of
+the traced steps' `bench.step.N` spans on the profiler's clock, the harness's median over
+the same steps, their ratio (1 = the clocks agree), and what tracing cost (traced steps'
+harness median over the untraced steady median). Backends whose stack is missing are
+listed as such.
+
+    BENCH_PYTHON_XLA_FSDPV2=.venv-xla/bin/python BENCH_PYTHON_JAX_TUNIX=.venv-jax/bin/python \\
+        python benchmarks/bench_trace.py [--backends torch,torchax,xla-fsdpv2,jax-tunix]
+
+Prints a table, then one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ["--set", "model.preset=tiny-gemma3", "--set", "sequence.padding=static", "--set", "train.steps=8",
+       "--set", "train.window_steps=0", "--set", "data.num_examples=32", "--trace", "3", "--no-progress"]
+
+
+def traced(backend: str, out: Path) -> dict:
+    scenario = "scenarios/tiny.yaml" if backend == "torch" else "scenarios/padding.yaml"
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", scenario, "--backend", backend, *RUN,
+                           "--results-dir", str(out)], cwd=ROOT, capture_output=True, text=True)
+    records = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
+        return {"backend": backend, "error": (done.stderr.strip().splitlines() or ["no record"])[-1]}
+    section = records[0]["trace"]
+    times = section["step_time_s"]
+    return {"backend": backend, "tool": section["tool"], "trace_median_s": times["trace_median"],
+            "harness_median_s": times["harness_median"], "ratio": times["ratio"], "slowdown": section["slowdown"],
+            "compile_steps_agree": section["compile_steps"]["agree"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="torch,torchax,xla-fsdpv2,jax-tunix")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
+        for backend in args.backends.split(","):
+            rows.append(traced(backend, Path(tmp) / backend))
+    print(f"{'backend':<12}{'trace med (s)':>15}{'harness med (s)':>17}{'ratio':>9}{'slowdown':>10}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['backend']:<12}  not run: {r['error']}")
+            continue
+        slow = f"{r['slowdown']:.3f}" if r["slowdown"] is not None else "n/a"
+        print(f"{r['backend']:<12}{r['trace_median_s']:>15.4f}{r['harness_median_s']:>17.4f}{r['ratio']:>9.5f}{slow:>10}")
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
