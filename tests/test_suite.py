@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, TINY, bench, records_in, write_scenario
+from conftest import TINY, bench, records_in, write_scenario
 
 SUITE = "scenarios/suites/accelerator.yaml"
 
