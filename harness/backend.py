@@ -54,6 +54,8 @@ class Capabilities:
     max_devices: int | None = 1  # None: as many as the host has
     cpu_devices: bool = False  # can run several (virtual) devices or ranks on a CPU host
     multi_host: bool = False  # can run one job over several hosts (parallel.hosts > 1)
+    # Why not, where it cannot: the refusal of parallel.hosts > 1 says this.
+    single_host_why: str = "this backend runs on one host in this version"
     precisions: tuple[str, ...] = ("fp32", "bf16", "fp16")
     shardings: tuple[str, ...] = ("full_shard",)  # parallel.sharding values, when fsdp > 1
     methods: tuple[str, ...] = ("lora", "full")

@@ -365,7 +365,9 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
                      help="profile to apply: auto (the one named after the device kind: cpu, cuda, tpu), none, or a name")
     run.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH",
                      help="interpreter for a backend's workers (also BENCH_PYTHON_<BACKEND>)")
-    run.add_argument("--force", action="store_true", help="rerun runs that already have a successful record")
+    run.add_argument("--force", action="store_true",
+                     help="rerun runs that already have a successful record (multi-host jobs, "
+                          "parallel.hosts > 1, always rerun: each host sees only its own records)")
     run.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
     run.add_argument("--prices", help="a prices file laid over the shipped catalog")
     run.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
@@ -456,7 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("suite")
     suite.add_argument("--results-dir", help="default: results/<suite name>")
     suite.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")
-    suite.add_argument("--force", action="store_true", help="rerun runs that already have a successful record")
+    suite.add_argument("--force", action="store_true",
+                       help="rerun runs that already have a successful record (multi-host jobs, "
+                            "parallel.hosts > 1, always rerun: each host sees only its own records)")
     suite.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
     suite.add_argument("--prices", help="a prices file laid over the shipped catalog")
     suite.add_argument("--json", action="store_true", help="print each entry's plans (dry run) or record paths as JSON")

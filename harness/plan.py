@@ -254,7 +254,7 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
             return _refuse(f"parallel.{axis}", f"{plan.mesh[axis]} (of parallel.devices {plan.devices}): this backend "
                                                f"has no {axis} parallelism (its axes: {have})")
     if plan.hosts > 1 and not caps.multi_host:
-        return _refuse("parallel.hosts", f"{plan.hosts}: this backend runs on one host in this version")
+        return _refuse("parallel.hosts", f"{plan.hosts}: {caps.single_host_why}")
     if caps.max_devices is not None and plan.devices > caps.max_devices:
         return _refuse("parallel.devices", f"{plan.devices}: this backend runs on at most {caps.max_devices}")
     if plan.device_kind == "cpu" and plan.devices > 1 and not caps.cpu_devices:

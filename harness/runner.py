@@ -3,7 +3,8 @@
 Each run gets a fresh worker (the backend's configured interpreter), a time limit and a
 hard kill after it. Whatever happens to the worker, a record is written: its facts, or a
 failure with the reason, exit status and log tail. Runs that already have a successful
-record with the same run key are skipped (resume), unless forced.
+record with the same run key are skipped (resume), unless forced; a multi-host job
+(parallel.hosts > 1) never is (`done_already`).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
         keys = serve_points.record_keys(run, key) if task == "serve" else [key]  # a sweep: one per point
-        if all(k in done for k in keys):
+        if done_already(task, plan, keys, done):
             skipped.append(run)
             skipped_records.append({"path": done[keys[0]], "run_key": keys[0], "task": task, "variant": run.variant,
                                     "repeat": run.repeat})
@@ -136,6 +137,17 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
             progress.finish(record)
             records.append(record)
     return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary)
+
+
+def done_already(task: str, plan, keys: list[str], done: dict[str, Any]) -> bool:
+    """Whether a run is skipped as already done: every record it would write is in
+    `done` (the results directory's successful records). Never for a multi-host
+    training job (parallel.hosts > 1): each host reads only its own results directory,
+    where only host 0 keeps the record, so host 0 would skip while the others joined the
+    job and waited for it forever. Every host runs such a job again, as with --force."""
+    if task == "train" and plan is not None and plan.hosts > 1:
+        return False
+    return all(k in done for k in keys)
 
 
 # --------------------------------------------------------------------------- pre-flight

@@ -68,8 +68,23 @@ def rows_to_devices(example: dict[str, Any], mesh, axes: tuple[str, ...]) -> dic
     for name, array in example.items():
         if array.shape[0] % split:
             raise ValueError(f"train.micro_batch: {array.shape[0]} rows do not split over {split} devices")
-        arrays[name] = jax.make_array_from_callback(array.shape, sharding, lambda index, a=array: a[index])
+        arrays[name] = put(array, sharding)
     return arrays
+
+
+def put(array, sharding):
+    """A host array (the same on every process) as one global array with `sharding`:
+    this process transfers only the blocks of its own (addressable) devices. What
+    `jax.device_put` does on one host, without sending anything between hosts. An
+    array already spread over the job's devices (computed from global arrays, e.g. an
+    optimizer's state) is resharded by `jax.device_put`, which can move it."""
+    import jax
+    import numpy as np
+
+    if isinstance(array, jax.Array) and not array.is_fully_addressable:
+        return jax.device_put(array, sharding)
+    host = np.asarray(array)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
 def gather(values: list[float]) -> list[list[float]]:

@@ -31,5 +31,7 @@ BACKEND_INFO = BackendInfo(
     # and fp16 for LoRA only: torchax has no autocast to run a full fine-tune's fp32
     # master weights in bf16 (refused in setup, naming train.precision); no gradient
     # checkpointing (refused in setup, naming train.gradient_checkpointing).
-    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True),
+    # Over several hosts (parallel.hosts) JAX's distributed runtime joins them, as for
+    # jax-tunix: one mesh over every host's devices, each host placing its own blocks.
+    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True, multi_host=True),
 )

@@ -23,6 +23,7 @@ import torch
 from backends import jax_common
 from backends.hf_common.model import apply_lora, build_model, cast_to_plan, model_facts, token_loss_sum
 from backends.hf_common.model import dtype_name as torch_dtype_name
+from backends.jax_common import distributed
 from backends.torchax_jax.compat import allow_removed_named_overloads
 from harness.backend import Backend, ModelFacts, Probe, WorkLog
 
@@ -66,7 +67,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
         self._refuse_what_torchax_cannot_run()
-        configure_jax(self.plan.devices)
+        # This host's share of the devices, then the job's other hosts joined (nothing
+        # to join on one host): every process then sees every host's devices.
+        configure_jax(self.plan.devices // self.plan.hosts)
+        distributed.initialize(self.plan)
         import torchax
 
         self._listen_for_compiles()
@@ -131,10 +135,17 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
             return self._sharding(("fsdp",))
         return self._sharding()
 
+    def _put(self, array, sharding):
+        """A host array (the same on every host) on the mesh. Over several hosts each
+        process transfers only its own devices' blocks (distributed.put)."""
+        import jax
+
+        return jax.device_put(array, sharding) if self.plan.hosts == 1 else distributed.put(array, sharding)
+
     def _place(self, tree):
         import jax
 
-        return jax.tree_util.tree_map(lambda a: jax.device_put(a, self._weight_sharding(a)), tree)
+        return jax.tree_util.tree_map(lambda a: self._put(a, self._weight_sharding(a)), tree)
 
     def _place_model(self, model: torch.nn.Module) -> None:
         """Trained weights, frozen weights and buffers as JAX arrays on the mesh, each
@@ -154,11 +165,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     def _zero_carry(self):
         """(loss sum, gradient sum) of a step before its first micro-batch, placed like
         the weights (the accumulator the grad program donates and returns)."""
-        import jax
         import numpy as np
 
-        zeros = {n: jax.device_put(np.zeros(a.shape, a.dtype), a.sharding) for n, a in self.weights.items()}
-        return jax.device_put(np.zeros((), np.float32), self._sharding()), zeros
+        zeros = {n: self._put(np.zeros(a.shape, a.dtype), a.sharding) for n, a in self.weights.items()}
+        return self._put(np.zeros((), np.float32), self._sharding()), zeros
 
     def _shardings(self, tree):
         import jax
@@ -216,18 +226,17 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     # ------------------------------------------------------------------ steps
     def _rows(self, array):
         """A micro-batch input with its rows split over (data, fsdp): every device gets
-        different rows (the plan makes rows_per_forward divide by data x fsdp)."""
-        import jax
-
-        placed = jax.device_put(array, self._sharding((MESH_AXES,)))
-        self.row_shards = {str(s.index) for s in placed.addressable_shards}
+        different rows (the plan makes rows_per_forward divide by data x fsdp). The
+        distinct row blocks are counted over every host's devices, from the sharding."""
+        sharding = self._sharding((MESH_AXES,))
+        placed = self._put(array, sharding)
+        self.row_shards = {str(index) for index in sharding.devices_indices_map(array.shape).values()}
         return placed
 
     def train_step(self, batch):
-        import jax
         import numpy as np
 
-        normaliser = jax.device_put(np.asarray(max(batch.num_loss_tokens, 1), np.float32), self._sharding())
+        normaliser = self._put(np.asarray(max(batch.num_loss_tokens, 1), np.float32), self._sharding())
         carry = self.carry
         for micro in batch.micro_batches:
             ids, mask, labels = (self._rows(a) for a in (micro.input_ids, micro.attention_mask, micro.labels))
@@ -271,9 +280,26 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         leaves = jax.tree_util.tree_leaves(self.opt_state)
         return _joined(a.dtype for a in leaves if a.ndim > 0 and jax.numpy.issubdtype(a.dtype, jax.numpy.floating))
 
+    def accelerator(self) -> dict[str, Any]:
+        if self.plan.hosts > 1:
+            return distributed.accelerator(self.plan, self.devices)
+        return super().accelerator()
+
+    def memory(self):
+        return distributed.memory(self.devices) if self.plan.hosts > 1 else super().memory()
+
+    def teardown(self) -> None:
+        """Leave the job together: a host that exits while others still talk to its
+        coordination service would take them down."""
+        if self.plan.hosts > 1:
+            import jax
+
+            jax.distributed.shutdown()
+
     def extra_facts(self) -> dict[str, Any]:
         specs = [str(a.sharding.spec) for a in [*self.weights.values(), *self.buffers.values()]]
-        return {"devices": len(self.devices), "mesh": dict(self.mesh.shape), "num_params_total": len(specs),
+        job = distributed.job_facts() if self.plan.hosts > 1 else {}
+        return {**job, "devices": len(self.devices), "mesh": dict(self.mesh.shape), "num_params_total": len(specs),
                 "num_params_sharded": sum("fsdp" in s for s in specs), "shardings": sorted(set(specs)),
                 "other_compiles": self.compiles.other}
 
