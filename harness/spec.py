@@ -590,6 +590,9 @@ class ServeSpec(Section):
     api: Literal["completions", "chat"] = "completions"
     prompts: PromptSpec = PromptSpec()
     output_tokens: int = Field(64, gt=0, le=MAX_OUTPUT_TOKENS)
+    # With a maximum, each prompt's output length is drawn (seeded by prompts.seed)
+    # uniformly from output_tokens to output_tokens_max; forced like a fixed length.
+    output_tokens_max: int | None = Field(None, gt=0, le=MAX_OUTPUT_TOKENS)
     # Ask the server to ignore EOS so every request produces output_tokens (vLLM's
     # ignore_eos/min_tokens); server-specific fields go in extra_body.
     force_output_length: bool = True
@@ -612,6 +615,12 @@ class ServeSpec(Section):
             raise ValueError("endpoint: engine: endpoint needs an endpoint section (base_url)")
         if self.engine == "launch" and self.launch is None:
             raise ValueError("launch: engine: launch needs a launch section (command)")
+        if self.output_tokens_max is not None:
+            if self.output_tokens_max < self.output_tokens:
+                raise ValueError(f"output_tokens_max: {self.output_tokens_max} is below output_tokens {self.output_tokens}")
+            if not self.force_output_length:
+                raise ValueError("output_tokens_max: a length distribution needs force_output_length: true "
+                                 "(otherwise the model's end-of-sequence decides the lengths)")
         self._loads_fit()
         return self
 

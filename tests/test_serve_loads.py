@@ -207,6 +207,8 @@ def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
     ({"slo": {"percentile": 90}}, "percentile"),
     ({"prompts": {"source": "shared-prefix", "num_prefixes": 2}}, "prefix_words"),
     ({"prompts": {"source": "synthetic", "turns": 3}}, "turns"),
+    ({"output_tokens": 8, "output_tokens_max": 4}, "output_tokens_max"),
+    ({"output_tokens_max": 80, "force_output_length": False}, "output_tokens_max"),
 ])
 def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
     doc = {"name": "x", "tasks": ["serve"],
@@ -259,6 +261,27 @@ def test_multi_turn_prompts_grow_turn_by_turn_from_the_function_calling_data():
     # a later turn repeats its conversation's earlier turns: the prefix a cache can reuse
     assert prompts[2]["messages"][:len(prompts[1]["messages"])] == prompts[1]["messages"]
     assert prompts[2]["text"].startswith(prompts[1]["text"].rsplit("<start_of_turn>model", 1)[0])
+
+
+def test_output_lengths_are_drawn_as_stated_and_each_request_gets_its_own(tmp_path, loaded_fake):
+    """`output_tokens_max`: each request asks for (and, forced, gets) its own seeded
+    length, uniform over [output_tokens, output_tokens_max]; the record states the spread."""
+    from harness.serving.prompts import output_lengths
+
+    drawn = output_lengths(ServeSpec(output_tokens=2, output_tokens_max=9, prompts={"seed": 3}), 4000)
+    assert set(drawn) == set(range(2, 10)) and statistics.fmean(drawn) == pytest.approx(5.5, rel=0.03)
+    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{loaded_fake}/v1'}}\n"
+             "  output_tokens: 2\n  output_tokens_max: 9\n  prompts: {source: synthetic, input_words: 3, seed: 3}\n"
+             "  num_requests: 8\n  warmup_requests: 1\n  load: {concurrency: 4}\n")
+    scenario = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "lengths.yaml")
+    done = bench("run", str(scenario), "--results-dir", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    [record] = records_in(tmp_path / "r")
+    requests = sorted(record["raw"]["requests"], key=lambda r: r["index"])
+    spec = ServeSpec(output_tokens=2, output_tokens_max=9, prompts={"seed": 3})
+    assert [r["output_tokens"] for r in requests] == output_lengths(spec, len(requests))  # from usage
+    assert len({r["output_tokens"] for r in requests}) > 1
+    assert record["raw"]["prompts"]["output_tokens"]["max"] <= 9
 
 
 # --------------------------------------------------------------------------- helpers

@@ -56,7 +56,7 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
         # Open loop: the clock starts at the request's arrival, so the time it queued
         # behind earlier requests (one at a time here) is in its TTFT and E2EL, as a
         # server's queue would be. Closed loop: it is sent when the previous one ends.
-        _generate(model, handle, prompt["text"], spec, record, origin, device, arrival)
+        _generate(model, handle, prompt, spec, record, origin, device, arrival)
         records.append(record)
         if not record.warmup:
             events.emit("request", index=index, total=spec.num_requests, error=record.error)
@@ -68,14 +68,15 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def _generate(model, handle, text: str, spec, record: RequestRecord, origin: float, device,
+def _generate(model, handle, prompt: dict[str, Any], spec, record: RequestRecord, origin: float, device,
               arrival: float | None = None) -> None:
-    ids = ([handle.bos_id] if handle.bos_id is not None else []) + handle.encode(text)
+    ids = ([handle.bos_id] if handle.bos_id is not None else []) + handle.encode(prompt["text"])
+    length = prompt["output_tokens"]
     input_ids = torch.tensor([ids], device=device)
     record.sent_s = (arrival if arrival is not None else time.perf_counter()) - origin
     out = model.generate(
-        input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=spec.output_tokens,
-        min_new_tokens=spec.output_tokens if spec.force_output_length else None, do_sample=False,
+        input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=length,
+        min_new_tokens=length if spec.force_output_length else None, do_sample=False,
         streamer=TokenClock(origin, record), pad_token_id=handle.pad_id, eos_token_id=handle.eos_id,
     )
     if device.type == "cuda":

@@ -32,14 +32,15 @@ class RequestRecord:
 
 
 def request_body(api: str, model: str, prompt: dict[str, Any], spec) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "max_tokens": spec.output_tokens, "stream": True,
+    length = prompt.get("output_tokens", spec.output_tokens)
+    body: dict[str, Any] = {"model": model, "max_tokens": length, "stream": True,
                             "stream_options": {"include_usage": True}, "temperature": 0.0}
     if api == "chat":
         body["messages"] = prompt["messages"]
     else:
         body["prompt"] = prompt["text"]
     if spec.force_output_length:  # vLLM's names; other servers take theirs via extra_body
-        body.update(ignore_eos=True, min_tokens=spec.output_tokens)
+        body.update(ignore_eos=True, min_tokens=length)
     body.update(spec.extra_body)
     return body
 

@@ -15,7 +15,24 @@ _WORDS = ("steps", "sleep", "heart", "rate", "battery", "workout", "water", "goa
 
 
 def build_prompts(scenario, count: int) -> list[dict[str, Any]]:
-    """`count` prompts: {"text": for /completions, "messages": for /chat/completions}."""
+    """`count` prompts: {"text": for /completions, "messages": for /chat/completions,
+    "output_tokens": the length this request asks for}."""
+    prompts = _inputs(scenario, count)
+    for prompt, length in zip(prompts, output_lengths(scenario.serve, count)):
+        prompt["output_tokens"] = length
+    return prompts
+
+
+def output_lengths(serve, count: int) -> list[int]:
+    """Each request's output length: `output_tokens`, or uniform from it to
+    `output_tokens_max` from its own seeded stream (the inputs' draws stay the same)."""
+    if serve.output_tokens_max is None:
+        return [serve.output_tokens] * count
+    rng = random.Random(f"output-{serve.prompts.seed}")
+    return [rng.randint(serve.output_tokens, serve.output_tokens_max) for _ in range(count)]
+
+
+def _inputs(scenario, count: int) -> list[dict[str, Any]]:
     spec = scenario.serve.prompts
     if spec.source in ("synthetic", "shared-prefix"):
         return _word_prompts(spec, count)

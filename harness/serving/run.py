@@ -82,7 +82,8 @@ def describe_prompts(prompts: list[dict[str, Any]]) -> dict[str, Any]:
     from harness.metrics import summary
 
     words = [len(p["text"].split()) for p in prompts]
-    return {"count": len(prompts), "words": summary(words)}
+    return {"count": len(prompts), "words": summary(words),
+            "output_tokens": summary([p["output_tokens"] for p in prompts])}
 
 
 def every_request(facts: dict[str, Any]) -> list[dict[str, Any]]:
