@@ -1,9 +1,10 @@
 """The harness's step time against the profiler's: one traced tiny run per backend.
 
-Each run traces 3 measured steps (`bench run --trace 3`); the record states the median of
-the traced steps' `bench.step.N` spans on the profiler's clock, the harness's median over
-the same steps, their ratio (1 = the clocks agree), and what tracing cost (traced steps'
-harness median over the untraced steady median). Backends whose stack is missing are
+Each run traces 3 measured steps (`bench run --trace 3`); the record states the median
+trace step time (per step: first start to last end of the framework's own program / op
+events in the step, `trace.step_time_s.programs`), the harness's median over the same
+steps, their ratio (below 1 by the host time outside the programs), and what tracing cost
+(traced steps' harness median over the untraced steady median). Backends whose stack is missing are
 listed as such.
 
     BENCH_PYTHON_XLA_FSDPV2=.venv-xla/bin/python BENCH_PYTHON_JAX_TUNIX=.venv-jax/bin/python \\
@@ -36,7 +37,8 @@ def traced(backend: str, out: Path) -> dict:
     section = records[0]["trace"]
     times = section["step_time_s"]
     return {"backend": backend, "tool": section["tool"], "trace_median_s": times["trace_median"],
-            "harness_median_s": times["harness_median"], "ratio": times["ratio"], "slowdown": section["slowdown"],
+            "harness_median_s": times["harness_median"], "ratio": times["ratio"],
+            "programs": times["programs"], "program_events": times["program_events"], "slowdown": section["slowdown"],
             "compile_steps_agree": section["compile_steps"]["agree"]}
 
 

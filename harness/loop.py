@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -66,7 +67,7 @@ class StepRecorder:
         self.samples: list[StepSample] = []
         self.warmup_steps = backend.plan.warmup_steps
         self.setup_compiles = backend.compile_stats().count
-        # Bound once, so that tracing (harness.trace.TracedRecorder) can close its step
+        # Bound once, so that tracing (TracedRecorder, below) can close its step
         # span right after the sync at no cost to an untraced step.
         self.sync = backend.sync
         self.phase = "measure"
@@ -96,12 +97,56 @@ class StepRecorder:
         return sample
 
 
+class TracedRecorder(StepRecorder):
+    """A StepRecorder that runs steps warmup + first .. + steps - 1 under the framework's
+    profiler (the backend's `trace_capture`, harness/trace.py reads what it wrote). It
+    lives here, not in harness.trace, so that the trace reader never imports the loop."""
+
+    def __init__(self, backend, clock_origin: float) -> None:
+        super().__init__(backend, clock_origin)
+        spec = backend.scenario.trace
+        self.first = self.warmup_steps + spec.first
+        self.last = self.first + spec.steps - 1
+        directory = getattr(backend, "trace_dir", None)
+        if directory is None:
+            raise RuntimeError("trace: the worker gave this run no trace directory")
+        self.capture = backend.trace_capture(Path(directory))
+        self.open = False
+        self.sync = self._sync_then_close
+        backend.trace_recorder = self  # harness.trace.collect reads it after the run
+
+    def begin(self):
+        index = len(self.samples)
+        traced = self.first <= index <= self.last
+        if index == self.first:
+            self.capture.start()  # before the clock starts: its cost is in no step
+        self.phase = "trace" if traced else "measure"
+        if traced:
+            self.capture.step_begin(index)
+            self.open = True
+        return super().begin()
+
+    def _sync_then_close(self) -> None:
+        self.backend.sync()
+        if self.open:
+            self.capture.step_end()
+            self.open = False
+
+    def end(self, begun, batch, loss):
+        sample = super().end(begun, batch, loss)
+        if sample.index == self.last:
+            self.capture.stop()  # writing the files is in no step either
+        return sample
+
+    @property
+    def traced(self) -> list[int]:
+        return list(range(self.first, self.last + 1))
+
+
 def recorder_for(backend, clock_origin: float) -> StepRecorder:
     """A StepRecorder; one that also traces a window of steps when the scenario asks."""
     if backend.scenario.trace is None:
         return StepRecorder(backend, clock_origin)
-    from harness.trace import TracedRecorder
-
     return TracedRecorder(backend, clock_origin)
 
 

@@ -6,19 +6,26 @@ through a `Capture` the backend supplies (`Backend.trace_capture`): torch.profil
 torch and gpu-fsdp (Chrome JSON, Perfetto), torch_xla.debug.profiler for xla-fsdpv2 and
 jax.profiler for jax-tunix and torchax (XSpace `.xplane.pb`, TensorBoard's profile plugin
 / XProf). Every traced step is a span named `bench.step.N` opened just before the
-harness starts its clock and closed right after the device sync, so the span's duration
-on the profiler's clock is the harness's step on an independent clock. Traced steps have
-phase `trace`: the profiler's overhead is in them, so they are not measured steps.
+harness starts its clock and closed right after the device sync: it only says which
+events belong to which step. Traced steps have phase `trace`: the profiler's overhead is
+in them, so they are not measured steps.
 
-After the run the worker reads its trace back (`collect`): each step's span, and the
-framework's compile events attributed to the step whose span holds them. The record
-(`summary`) then states the trace's median step time beside the harness's median over
-the same steps, their ratio, and which steps compiled by the trace and by the harness's
+After the run the worker reads its trace back (`collect`). A step's trace time is taken
+from events the framework emits itself, never from our span: from the start of the first
+executed program (or op) the capture's `Programs` selects among the events starting in
+the step's span to the end of the last one (torchprime's per-step device time, on the
+profiler's clock). Host work outside the programs (python dispatch, tracing, the
+harness's own bookkeeping) is not in it, so the ratio trace / harness is at most about 1,
+and how far below 1 says how much of the harness's step the programs did not cover. The
+framework's compile events are attributed to the step whose span holds them. The record
+(`summary`) states the trace's median step time beside the harness's median over the
+same steps, their ratio, and which steps compiled by the trace and by the harness's
 counters. Reading needs no framework: Chrome JSON is JSON, and XSpace is decoded here
 from the protobuf wire format (tests check it against jax.profiler.ProfileData).
 
 Costs nothing when off: `harness.loop.recorder_for` returns the plain StepRecorder, and
-this module is not even imported.
+this module is not even imported. (The traced recorder, `harness.loop.TracedRecorder`,
+lives in the loop: this module never imports it back.)
 """
 
 from __future__ import annotations
@@ -31,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.loop import StepRecorder
-
 SPAN_PREFIX = "bench.step."
 TRACE_DIR_SUFFIX = ".trace"
 
@@ -41,11 +46,45 @@ def span_name(index: int) -> str:
     return f"{SPAN_PREFIX}{index}"
 
 
+@dataclass(frozen=True)
+class Programs:
+    """Which of the framework's own trace events are its executed programs or ops: an
+    event is one when it meets every criterion given (names: exact event names;
+    categories: Chrome `cat`; plane_prefix / line: the XSpace plane's and line's names)."""
+
+    names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    plane_prefix: str = ""
+    line: str = ""
+
+    def matches(self, event: "Event") -> bool:
+        return ((not self.names or event.name in self.names)
+                and (not self.categories or event.cat in self.categories)
+                and (not self.plane_prefix or event.plane.startswith(self.plane_prefix))
+                and (not self.line or event.line == self.line))
+
+    def describe(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
+                (("names", self.names), ("categories", self.categories),
+                 ("plane_prefix", self.plane_prefix), ("line", self.line)) if v}
+
+
+# XLA's executed programs, as the XLA runtime itself records them. On a TPU or GPU: the
+# device plane's "XLA Modules" line (one event per executed module; torchprime's source).
+# On the CPU PJRT client there is no device plane: each executable runs as thunks, and
+# the runtime records `ThunkExecutor::Execute` on its worker threads (the PjRt client's
+# and XLA's Eigen pool), `(wait for completion)` where the caller waits for one to finish.
+XLA_DEVICE_MODULES = Programs(plane_prefix="/device:", line="XLA Modules")
+XLA_CPU_THUNKS = Programs(names=("ThunkExecutor::Execute", "ThunkExecutor::Execute (wait for completion)"),
+                          plane_prefix="/host:CPU")
+
+
 class Capture(Protocol):
     """One framework's profiler, as a backend supplies it."""
 
     tool: str  # e.g. "torch.profiler"
     compile_events: tuple[str, ...]  # names of the events that mark one graph compile
+    programs: Programs  # the framework's own events that are its executed programs / ops
 
     def start(self) -> None: ...
     def step_begin(self, index: int) -> None: ...  # opens span_name(index)
@@ -54,57 +93,15 @@ class Capture(Protocol):
     def files(self) -> list[Path]: ...  # this process's trace files, once stopped
 
 
-# --------------------------------------------------------------------------- capture
-class TracedRecorder(StepRecorder):
-    """A StepRecorder that runs steps warmup + first .. + steps - 1 under the profiler."""
-
-    def __init__(self, backend, clock_origin: float) -> None:
-        super().__init__(backend, clock_origin)
-        spec = backend.scenario.trace
-        self.first = self.warmup_steps + spec.first
-        self.last = self.first + spec.steps - 1
-        directory = getattr(backend, "trace_dir", None)
-        if directory is None:
-            raise RuntimeError("trace: the worker gave this run no trace directory")
-        self.capture = backend.trace_capture(Path(directory))
-        self.open = False
-        self.sync = self._sync_then_close
-        backend.trace_recorder = self  # harness.trace.collect reads it after the run
-
-    def begin(self):
-        index = len(self.samples)
-        traced = self.first <= index <= self.last
-        if index == self.first:
-            self.capture.start()  # before the clock starts: its cost is in no step
-        self.phase = "trace" if traced else "measure"
-        if traced:
-            self.capture.step_begin(index)
-            self.open = True
-        return super().begin()
-
-    def _sync_then_close(self) -> None:
-        self.backend.sync()
-        if self.open:
-            self.capture.step_end()
-            self.open = False
-
-    def end(self, begun, batch, loss):
-        sample = super().end(begun, batch, loss)
-        if sample.index == self.last:
-            self.capture.stop()  # writing the files is in no step either
-        return sample
-
-    @property
-    def traced(self) -> list[int]:
-        return list(range(self.first, self.last + 1))
-
-
 # --------------------------------------------------------------------------- reading
 @dataclass(frozen=True)
 class Event:
     name: str
     start_ns: float  # on the trace's own clock; only differences mean anything
     duration_ns: float
+    cat: str = ""  # Chrome JSON: the event's category ("cpu_op", "kernel", ...)
+    plane: str = ""  # XSpace: the plane's name ("/host:CPU", "/device:TPU:0", ...)
+    line: str = ""  # XSpace: the line's name (a thread, "XLA Modules", ...)
 
     @property
     def end_ns(self) -> float:
@@ -128,13 +125,14 @@ def read_events(path: Path) -> list[Event]:
 def chrome_events(doc: dict[str, Any] | list) -> list[Event]:
     """Complete events ("ph": "X") of a Chrome trace; `ts` and `dur` are microseconds."""
     rows = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    return [Event(str(e["name"]), float(e["ts"]) * 1e3, float(e.get("dur", 0.0)) * 1e3)
+    return [Event(str(e["name"]), float(e["ts"]) * 1e3, float(e.get("dur", 0.0)) * 1e3, str(e.get("cat", "")))
             for e in rows if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "name" in e]
 
 
 # XSpace (tsl/profiler/protobuf/xplane.proto), the fields read here:
-#   XSpace.planes = 1; XPlane.lines = 3, XPlane.event_metadata = 4 (map<int64, XEventMetadata>);
-#   XLine.timestamp_ns = 3, XLine.events = 4; XEvent.metadata_id = 1, offset_ps = 2,
+#   XSpace.planes = 1; XPlane.name = 2, XPlane.lines = 3, XPlane.event_metadata = 4
+#   (map<int64, XEventMetadata>); XLine.name = 2, XLine.timestamp_ns = 3, XLine.events = 4,
+#   XLine.display_name = 11; XEvent.metadata_id = 1, offset_ps = 2,
 #   duration_ps = 3; XEventMetadata.id = 1, name = 2, display_name = 4.
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     value = shift = 0
@@ -185,26 +183,33 @@ def xspace_events(data: bytes) -> list[Event]:
         if number != 1:
             continue
         names = _metadata_names(plane)
+        plane_name = b"".join(v for k, v in _fields(plane) if k == 2).decode("utf-8", "replace")
         for k, line in _fields(plane):
             if k != 3:
                 continue
-            origin, raw = 0, []
+            origin, raw, line_name, display = 0, [], b"", b""
             for j, value in _fields(line):
                 if j == 3:
                     origin = value
                 elif j == 4:
                     raw.append(value)
+                elif j == 2:
+                    line_name = value
+                elif j == 11:
+                    display = value
+            label = (display or line_name).decode("utf-8", "replace")
             for item in raw:
                 f = dict(_fields(item))
-                events.append(Event(names.get(f.get(1, 0), ""), origin + f.get(2, 0) / 1e3, f.get(3, 0) / 1e3))
+                events.append(Event(names.get(f.get(1, 0), ""), origin + f.get(2, 0) / 1e3, f.get(3, 0) / 1e3,
+                                    plane=plane_name, line=label))
     return events
 
 
 # --------------------------------------------------------------------------- after the run
 def collect(backend) -> dict[str, Any]:
     """The raw facts of the run's trace: files (relative to the trace directory), each
-    traced step's span and the compile events inside each step."""
-    recorder: TracedRecorder = backend.trace_recorder
+    traced step's span, its programs' time and the compile events inside each step."""
+    recorder = backend.trace_recorder  # harness.loop.TracedRecorder
     capture = recorder.capture
     directory = Path(backend.trace_dir)
     mine = capture.files()
@@ -212,12 +217,16 @@ def collect(backend) -> dict[str, Any]:
         raise RuntimeError(f"trace: {capture.tool} wrote no trace file under {directory}")
     events = [e for path in mine for e in read_events(path)]
     spans = step_spans(events, recorder.traced)
+    programs = program_times(events, capture.programs, spans)
     compiles = attribute(events, capture.compile_events, spans)
     return {
         "tool": capture.tool, "steps": recorder.traced,
         "files": sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()),
         "read": [str(p.relative_to(directory)) for p in mine],
         "span_s": {str(i): s.duration_ns / 1e9 for i, s in spans.items()},
+        "programs": capture.programs.describe(),
+        "program_s": {str(i): programs[i][0] for i in recorder.traced},
+        "program_events": {str(i): programs[i][1] for i in recorder.traced},
         "compile_events": list(capture.compile_events),
         "compiles": compiles,
     }
@@ -235,6 +244,21 @@ def step_spans(events: list[Event], steps: list[int]) -> dict[int, Event]:
     return spans
 
 
+def program_times(events: list[Event], programs: Programs, spans: dict[int, Event]) -> dict[int, tuple[float, int]]:
+    """Each traced step's programs' time in seconds, from the start of the first event
+    `programs` selects among those starting within the step's span to the end of the
+    last, and how many such events there were. A step with none is refused: its time
+    would otherwise come from something else."""
+    chosen = sorted((e for e in events if programs.matches(e)), key=lambda e: e.start_ns)
+    out = {}
+    for index, span in spans.items():
+        inside = [e for e in chosen if span.start_ns <= e.start_ns <= span.end_ns]
+        if not inside:
+            raise RuntimeError(f"trace: no program event ({programs.describe()}) in step {index}'s span")
+        out[index] = ((max(e.end_ns for e in inside) - inside[0].start_ns) / 1e9, len(inside))
+    return out
+
+
 def attribute(events: list[Event], names: tuple[str, ...], spans: dict[int, Event]) -> list[dict[str, Any]]:
     """Compile events with the traced step whose span holds their start (None: between
     steps), their start from that step's start (from the first span's otherwise)."""
@@ -249,11 +273,12 @@ def attribute(events: list[Event], names: tuple[str, ...], spans: dict[int, Even
 
 
 def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """The record's `trace` section: the trace's step times beside the harness's, for the
-    same steps; the ratio trace / harness (1 when both clocks agree); compiles by each."""
+    """The record's `trace` section: the trace's step times (the framework's programs,
+    `program_times`) beside the harness's, for the same steps; the ratio trace / harness
+    (below 1 by the host time outside the programs); compiles by each."""
     by_index = {s["index"]: s for s in steps}
     traced = trace["steps"]
-    trace_s = [trace["span_s"][str(i)] for i in traced]
+    trace_s = [trace["program_s"][str(i)] for i in traced]
     harness_s = [by_index[i]["time_s"] for i in traced]
     calm = [s["time_s"] for s in steps if s["phase"] == "measure" and s["num_compiles"] == 0]
     trace_median, harness_median = statistics.median(trace_s), statistics.median(harness_s)
@@ -264,9 +289,15 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
     compiled_harness = {str(i): by_index[i]["num_compiles"] for i in traced if by_index[i]["num_compiles"] > 0}
     return {
         "tool": trace["tool"], "files": trace["files"], "steps": traced,
-        "step_time_s": {"convention": "each traced step's span bench.step.N on the profiler's clock: from just "
-                                      "before the harness starts its clock to right after the device sync",
+        "step_time_s": {"convention": "first framework program event start to last program event end within "
+                                      "the step, on the profiler's clock (events: programs; the step's events: "
+                                      "those starting within its bench.step.N span)",
+                        "programs": trace["programs"],
                         "trace": trace_s, "harness": harness_s,
+                        # The bench.step.N spans (just before the harness's clock starts to
+                        # right after its sync), and how many program events each step held.
+                        "span": [trace["span_s"][str(i)] for i in traced],
+                        "program_events": [trace["program_events"][str(i)] for i in traced],
                         "trace_median": trace_median, "harness_median": harness_median,
                         "ratio": trace_median / harness_median if harness_median > 0 else None},
         # What tracing cost: the traced steps' harness median over the untraced steady one.

@@ -48,11 +48,32 @@ def check_common(record: dict, out: Path, traced: list[int]) -> None:
 
 def xplane_spans(path: Path, names: tuple[str, ...]) -> list[tuple[str, float, float]]:
     """(name, start_ns, duration_ns) of the named events, read by JAX's own reader."""
+    return [(n, s, d) for n, s, d, _, _ in xplane_events(path, names)]
+
+
+def xplane_events(path: Path, names: tuple[str, ...]) -> list[tuple[str, float, float, str, str]]:
+    """(name, start_ns, duration_ns, plane, line) of the named events, by JAX's reader."""
     from jax.profiler import ProfileData
 
     data = ProfileData.from_file(str(path))
-    return [(e.name, e.start_ns, e.duration_ns) for plane in data.planes for line in plane.lines
-            for e in line.events if e.name in names]
+    return [(e.name, e.start_ns, e.duration_ns, plane.name, line.name) for plane in data.planes
+            for line in plane.lines for e in line.events if e.name in names]
+
+
+def first_to_last(programs: list[tuple[float, float]], start: float, end: float) -> float:
+    """First program start to last program end among the programs starting in [start, end]."""
+    inside = [(s, s + d) for s, d in programs if start <= s <= end]
+    assert inside, "no program event in the step"
+    return max(e for _, e in inside) - min(s for s, _ in inside)
+
+
+def check_programs_inside_spans(record: dict) -> None:
+    """The trace's step time is the framework's programs, not our span: never longer
+    than the span holding them, and it is what the ratio is made of."""
+    times = record["trace"]["step_time_s"]
+    assert all(0 < t <= s for t, s in zip(times["trace"], times["span"], strict=True))
+    assert all(n > 0 for n in times["program_events"])
+    assert times["ratio"] == pytest.approx(statistics.median(times["trace"]) / statistics.median(times["harness"]))
 
 
 def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
@@ -61,10 +82,15 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     (name,) = record["trace"]["files"]
     with gzip.open(out / name, "rt") as stream:
         events = json.load(stream)["traceEvents"]
-    spans = {e["name"]: e["dur"] / 1e6 for e in events if e.get("ph") == "X" and e["name"].startswith("bench.step.")}
+    spans = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and e["name"].startswith("bench.step.")}
     assert sorted(spans) == ["bench.step.2", "bench.step.3"]
-    assert record["trace"]["step_time_s"]["trace"] == pytest.approx([spans["bench.step.2"], spans["bench.step.3"]],
-                                                                     rel=1e-6, abs=2e-6)  # Chrome JSON: whole µs
+    # The step time: the profiler's own op events (cpu_op on a CPU), first start to last end.
+    assert record["trace"]["step_time_s"]["programs"] == {"categories": ["cpu_op"]}
+    ops = [(e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    expected = [first_to_last(ops, *spans[f"bench.step.{i}"]) / 1e6 for i in (2, 3)]
+    assert record["trace"]["step_time_s"]["trace"] == pytest.approx(expected, rel=1e-6, abs=2e-6)  # whole µs
+    check_programs_inside_spans(record)
     assert any(e.get("ph") == "X" and e["name"].startswith("aten::") for e in events)  # the step's ops are in it
     # The report links the run's trace file, relative to the report.
     page = tmp_path / "report" / "index.html"
@@ -86,11 +112,20 @@ def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
                              "model.preset=tiny-gemma3", "--set", "sequence.padding=static", *SHORT, "--trace", "2")
     check_common(record, out, [2, 3])
     (xplane,) = [out / f for f in record["trace"]["files"] if f.endswith(".xplane.pb")]
-    spans = {name: d / 1e9 for name, _, d in xplane_spans(xplane, ("bench.step.2", "bench.step.3"))}
-    assert record["trace"]["step_time_s"]["trace"] == pytest.approx([spans["bench.step.2"], spans["bench.step.3"]])
-    # The harness's own XSpace decoder reads the same events as JAX's reader.
-    ours = {e.name: e.duration_ns / 1e9 for e in trace.read_events(xplane) if e.name in spans}
-    assert ours == pytest.approx(spans)
+    spans = {name: (s, s + d) for name, s, d in xplane_spans(xplane, ("bench.step.2", "bench.step.3"))}
+    # The step time: XLA's CPU runtime's own thunk-execution events, first start to last end.
+    thunks = ("ThunkExecutor::Execute", "ThunkExecutor::Execute (wait for completion)")
+    found = xplane_events(xplane, thunks)
+    assert found and {plane for *_, plane, _ in found} == {"/host:CPU"}
+    expected = [first_to_last([(s, d) for _, s, d, _, _ in found], *spans[f"bench.step.{i}"]) / 1e9 for i in (2, 3)]
+    assert record["trace"]["step_time_s"]["trace"] == pytest.approx(expected)
+    assert record["trace"]["step_time_s"]["programs"]["names"] == list(thunks)
+    check_programs_inside_spans(record)
+    # The harness's own XSpace decoder reads the same events as JAX's reader, planes and lines too.
+    ours = sorted((e.name, e.duration_ns, e.plane, e.line) for e in trace.read_events(xplane) if e.name in thunks)
+    theirs = sorted((n, d, p, line) for n, _, d, p, line in found)
+    assert [o[2:] for o in ours] == [t[2:] for t in theirs]
+    assert [o[1] for o in ours] == pytest.approx([t[1] for t in theirs])
 
 
 def test_xla_dynamic_padding_recompiles_are_compile_events_in_the_steps_that_recompiled(tmp_path):
@@ -110,4 +145,4 @@ def test_xla_dynamic_padding_recompiles_are_compile_events_in_the_steps_that_rec
         start, end = spans[f"bench.step.{i}"]
         assert sum(start <= c <= end for c in compiles) == expected, i
     assert record["trace"]["compile_steps"]["agree"]
-    assert statistics.median([e - s for s, e in spans.values()]) > 0
+    check_programs_inside_spans(record)  # torch_xla's programs: the same XLA CPU runtime events

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jax
 
-from harness.trace import span_name
+from harness.trace import XLA_CPU_THUNKS, XLA_DEVICE_MODULES, span_name
 
 
 class JaxCapture:
@@ -24,6 +24,9 @@ class JaxCapture:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.span = None
+        # The executed XLA programs (harness.trace): the CPU PJRT runtime's thunk events,
+        # or a device plane's "XLA Modules".
+        self.programs = XLA_CPU_THUNKS if jax.devices()[0].platform == "cpu" else XLA_DEVICE_MODULES
 
     def start(self) -> None:
         jax.profiler.start_trace(str(self.directory))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from harness.trace import span_name
+from harness.trace import Programs, span_name
 
 
 class TorchCapture:
@@ -29,8 +29,13 @@ class TorchCapture:
         self.directory = Path(directory)
         self.path = self.directory / f"rank{int(os.environ.get('RANK', '0'))}.pt.trace.json.gz"
         activities = [torch.profiler.ProfilerActivity.CPU]
+        # The step's executed work, as the profiler records it: on a GPU its kernels and
+        # copies (CUPTI's own timestamps); on the CPU the ops themselves (no asynchronous
+        # device: an op's time is its execution).
+        self.programs = Programs(categories=("cpu_op",))
         if torch.cuda.is_available():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.programs = Programs(categories=("kernel", "gpu_memcpy", "gpu_memset"))
         self.profiler = torch.profiler.profile(activities=activities)
         self.span = None
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import torch_xla
 import torch_xla.debug.profiler as xp
 
-from harness.trace import span_name
+import torch_xla.runtime as xr
+
+from harness.trace import XLA_CPU_THUNKS, XLA_DEVICE_MODULES, span_name
 
 
 class XlaCapture:
@@ -27,6 +29,9 @@ class XlaCapture:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.span = None
+        # The executed XLA programs (harness.trace): the CPU PJRT runtime's thunk events,
+        # or a device plane's "XLA Modules".
+        self.programs = XLA_CPU_THUNKS if xr.device_type() == "CPU" else XLA_DEVICE_MODULES
 
     def start(self) -> None:
         xp.start_trace(str(self.directory))
