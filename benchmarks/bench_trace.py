@@ -39,7 +39,9 @@ def traced(backend: str, out: Path) -> dict:
     return {"backend": backend, "tool": section["tool"], "trace_median_s": times["trace_median"],
             "harness_median_s": times["harness_median"], "ratio": times["ratio"],
             "programs": times["programs"], "program_events": times["program_events"], "slowdown": section["slowdown"],
-            "compile_steps_agree": section["compile_steps"]["agree"]}
+            "compile_steps_agree": section["compile_steps"]["agree"],
+            "period_trace_median_s": section["period_s"]["trace_median"],
+            "period_harness_median_s": section["period_s"]["harness_median"], "period_ratio": section["period_s"]["ratio"]}
 
 
 def main() -> None:
@@ -50,13 +52,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-trace-") as tmp:
         for backend in args.backends.split(","):
             rows.append(traced(backend, Path(tmp) / backend))
-    print(f"{'backend':<12}{'trace med (s)':>15}{'harness med (s)':>17}{'ratio':>9}{'slowdown':>10}")
+    # busy: first to last program within the step; period: first program to the next
+    # step's first (torchprime's); each against the harness's median of the same steps.
+    print(f"{'backend':<12}{'busy med (s)':>14}{'harness (s)':>13}{'ratio':>8}"
+          f"{'period med (s)':>16}{'harness (s)':>13}{'ratio':>8}{'slowdown':>10}")
     for r in rows:
         if "error" in r:
             print(f"{r['backend']:<12}  not run: {r['error']}")
             continue
         slow = f"{r['slowdown']:.3f}" if r["slowdown"] is not None else "n/a"
-        print(f"{r['backend']:<12}{r['trace_median_s']:>15.4f}{r['harness_median_s']:>17.4f}{r['ratio']:>9.5f}{slow:>10}")
+        print(f"{r['backend']:<12}{r['trace_median_s']:>14.4f}{r['harness_median_s']:>13.4f}{r['ratio']:>8.3f}"
+              f"{r['period_trace_median_s']:>16.4f}{r['period_harness_median_s']:>13.4f}{r['period_ratio']:>8.3f}{slow:>10}")
     print(json.dumps(rows))
 
 

@@ -17,6 +17,9 @@ the step's span to the end of the last one (torchprime's per-step device time, o
 profiler's clock). Host work outside the programs (python dispatch, tracing, the
 harness's own bookkeeping) is not in it, so the ratio trace / harness is at most about 1,
 and how far below 1 says how much of the harness's step the programs did not cover. The
+step period (`step_periods`, torchprime's own convention: first program of a step to the
+first of the next traced step) includes that host time, as the harness's step does: it is
+the independent check of the harness's clock (docs/measurements.md). The
 framework's compile events are attributed to the step whose span holds them. The record
 (`summary`) states the trace's median step time beside the harness's median over the
 same steps, their ratio, and which steps compiled by the trace and by the harness's
@@ -227,6 +230,7 @@ def collect(backend) -> dict[str, Any]:
         "programs": capture.programs.describe(),
         "program_s": {str(i): programs[i][0] for i in recorder.traced},
         "program_events": {str(i): programs[i][1] for i in recorder.traced},
+        "period_s": {str(i): p for i, p in step_periods({i: programs[i][2] for i in recorder.traced}).items()},
         "compile_events": list(capture.compile_events),
         "compiles": compiles,
     }
@@ -244,19 +248,27 @@ def step_spans(events: list[Event], steps: list[int]) -> dict[int, Event]:
     return spans
 
 
-def program_times(events: list[Event], programs: Programs, spans: dict[int, Event]) -> dict[int, tuple[float, int]]:
+def program_times(events: list[Event], programs: Programs,
+                  spans: dict[int, Event]) -> dict[int, tuple[float, int, float]]:
     """Each traced step's programs' time in seconds, from the start of the first event
     `programs` selects among those starting within the step's span to the end of the
-    last, and how many such events there were. A step with none is refused: its time
-    would otherwise come from something else."""
+    last; how many such events there were; and the first one's start (ns, profiler
+    clock). A step with none is refused: its time would otherwise come from something else."""
     chosen = sorted((e for e in events if programs.matches(e)), key=lambda e: e.start_ns)
     out = {}
     for index, span in spans.items():
         inside = [e for e in chosen if span.start_ns <= e.start_ns <= span.end_ns]
         if not inside:
             raise RuntimeError(f"trace: no program event ({programs.describe()}) in step {index}'s span")
-        out[index] = ((max(e.end_ns for e in inside) - inside[0].start_ns) / 1e9, len(inside))
+        out[index] = ((max(e.end_ns for e in inside) - inside[0].start_ns) / 1e9, len(inside), inside[0].start_ns)
     return out
+
+
+def step_periods(first_ns: dict[int, float]) -> dict[int, float]:
+    """torchprime's step time: from step i's first program to step i+1's, for each pair of
+    consecutive traced steps (keyed by i), in seconds. The host's work between programs
+    (dispatch, graph building, the sync's wake-up) is in it, as it is in the harness's."""
+    return {i: (first_ns[i + 1] - first_ns[i]) / 1e9 for i in sorted(first_ns) if i + 1 in first_ns}
 
 
 def attribute(events: list[Event], names: tuple[str, ...], spans: dict[int, Event]) -> list[dict[str, Any]]:
@@ -300,6 +312,7 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
                         "program_events": [trace["program_events"][str(i)] for i in traced],
                         "trace_median": trace_median, "harness_median": harness_median,
                         "ratio": trace_median / harness_median if harness_median > 0 else None},
+        "period_s": _periods(trace.get("period_s") or {}, by_index),
         # What tracing cost: the traced steps' harness median over the untraced steady one.
         "slowdown": harness_median / statistics.median(calm) if calm else None,
         "compile_events": trace["compile_events"],
@@ -309,6 +322,24 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
                           "agree": compiled_trace == compiled_harness},
         "compiles": trace["compiles"],
     }
+
+
+def _periods(period_s: dict[str, float], by_index: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """torchprime's convention (`step_periods`) beside the harness's times of the same
+    steps: the profiler's clock on the device program timeline against ours. Needs two
+    consecutive traced steps."""
+    convention = ("torchprime's: from the first framework program event of a step to the first of the next "
+                  "traced step, on the profiler's clock (host time between programs included)")
+    if not period_s:
+        return {"convention": convention, "trace": [], "harness": [], "trace_median": None, "harness_median": None,
+                "ratio": None, "why_none": "needs two consecutive traced steps (trace.steps >= 2)"}
+    steps = sorted(int(i) for i in period_s)
+    trace_s = [period_s[str(i)] for i in steps]
+    harness_s = [by_index[i]["time_s"] for i in steps]
+    trace_median, harness_median = statistics.median(trace_s), statistics.median(harness_s)
+    return {"convention": convention, "steps": steps, "trace": trace_s, "harness": harness_s,
+            "trace_median": trace_median, "harness_median": harness_median,
+            "ratio": trace_median / harness_median if harness_median > 0 else None}
 
 
 def attach(record: dict[str, Any], staging: Path, results_dir: Path, filename: str) -> None:

@@ -42,6 +42,14 @@ def check_common(record: dict, out: Path, traced: list[int]) -> None:
     times = section["step_time_s"]
     assert times["trace_median"] > 0 and times["harness_median"] > 0 and times["ratio"] > 0
     assert times["harness"] == [steps[i]["time_s"] for i in traced]
+    # torchprime's convention: first program of a step to the next traced step's first.
+    period = section["period_s"]
+    if len(traced) >= 2:
+        assert period["steps"] == traced[:-1] and len(period["trace"]) == len(traced) - 1
+        assert all(p > 0 for p in period["trace"]) and period["harness_median"] > 0
+        assert period["ratio"] == pytest.approx(period["trace_median"] / period["harness_median"])
+    else:
+        assert period["trace_median"] is None and "two consecutive" in period["why_none"]
     for name in section["files"]:  # relative to the record's directory
         assert (out / name).is_file(), name
 
