@@ -25,12 +25,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def scenario_for(preset: str, steps: int):
     from harness.spec import Scenario
 
-    return Scenario.model_validate({
-        "name": "overhead", "model": {"preset": preset},
-        "sequence": {"max_length": 256, "padding": "static"},
-        "train": {"global_batch": 4, "micro_batch": 4, "steps": steps, "warmup_steps": 1, "precision": "fp32",
-                  "optimizer": {"lr": 1e-4}, "schedule": {"name": "constant"}},
-    })
+    return Scenario.model_validate(
+        {
+            "name": "overhead",
+            "model": {"preset": preset},
+            "sequence": {"max_length": 256, "padding": "static"},
+            "train": {
+                "global_batch": 4,
+                "micro_batch": 4,
+                "steps": steps,
+                "warmup_steps": 1,
+                "precision": "fp32",
+                "optimizer": {"lr": 1e-4},
+                "schedule": {"name": "constant"},
+            },
+        }
+    )
 
 
 def harness_backend(scenario):
@@ -55,8 +65,12 @@ def bare_steps(model, optimizer, batches) -> list[float]:
     for batch in batches:
         micro = batch.micro_batches[0]
         start = time.perf_counter()
-        out = model(input_ids=torch.from_numpy(micro.input_ids), attention_mask=torch.from_numpy(micro.attention_mask),
-                    labels=torch.from_numpy(micro.labels), use_cache=False)
+        out = model(
+            input_ids=torch.from_numpy(micro.input_ids),
+            attention_mask=torch.from_numpy(micro.attention_mask),
+            labels=torch.from_numpy(micro.labels),
+            use_cache=False,
+        )
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         optimizer.step()
@@ -82,8 +96,11 @@ def main() -> None:
         bare += bare_steps(backend.model, backend.optimizer, backend.batches.steps)
         harnessed += [s.time_s for s in run_steps(backend).steps]
     result = {
-        "preset": args.preset, "steps_per_block": args.steps, "blocks": args.blocks,
-        "bare_median_s": statistics.median(bare), "harness_median_s": statistics.median(harnessed),
+        "preset": args.preset,
+        "steps_per_block": args.steps,
+        "blocks": args.blocks,
+        "bare_median_s": statistics.median(bare),
+        "harness_median_s": statistics.median(harnessed),
     }
     result["overhead_ratio"] = result["harness_median_s"] / result["bare_median_s"]
     print(f"{'loop':<10}{'median step (s)':>18}")

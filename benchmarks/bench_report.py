@@ -23,9 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-DEVICES = [("torch", "cpu", "AMD EPYC", "cpu", 1), ("torch", "cuda", "NVIDIA H100 80GB HBM3", "h100-sxm", 1),
-           ("gpu-fsdp", "cuda", "NVIDIA H100 80GB HBM3", "h100-sxm", 8), ("xla-fsdpv2", "tpu", "TPU v5 lite", "tpu-v5e", 8),
-           ("jax-tunix", "tpu", "TPU v5", "tpu-v5p", 4)]
+DEVICES = [
+    ("torch", "cpu", "AMD EPYC", "cpu", 1),
+    ("torch", "cuda", "NVIDIA H100 80GB HBM3", "h100-sxm", 1),
+    ("gpu-fsdp", "cuda", "NVIDIA H100 80GB HBM3", "h100-sxm", 8),
+    ("xla-fsdpv2", "tpu", "TPU v5 lite", "tpu-v5e", 8),
+    ("jax-tunix", "tpu", "TPU v5", "tpu-v5p", 4),
+]
 
 
 def make_records(count: int, directory: Path) -> None:
@@ -35,8 +39,17 @@ def make_records(count: int, directory: Path) -> None:
     for i in range(count):
         backend, kind, name, key, chips = DEVICES[i % len(DEVICES)]
         times = [rng.uniform(0.2, 0.3) for _ in range(30)]
-        record = make_record(times, name=f"scenario-{i // 100}", variant=f"padding={('static', 'dynamic', 'bucketed', 'x')[i // 25 % 4]}",
-                             backend=backend, kind=kind, device=name, catalog_key=key, chips=chips, repeat=i % 5)
+        record = make_record(
+            times,
+            name=f"scenario-{i // 100}",
+            variant=f"padding={('static', 'dynamic', 'bucketed', 'x')[i // 25 % 4]}",
+            backend=backend,
+            kind=kind,
+            device=name,
+            catalog_key=key,
+            chips=chips,
+            repeat=i % 5,
+        )
         (directory / f"{i:05d}.json").write_text(json.dumps(record))
 
 
@@ -51,8 +64,12 @@ def main() -> None:
         make_records(args.records, results)
         for fmt, name in (("html", "index.html"), ("md", "index.md"), ("csv", "runs.csv")):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "harness.cli", "report", str(results), "-o", str(Path(tmp) / name)],
-                           check=True, cwd=ROOT, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "harness.cli", "report", str(results), "-o", str(Path(tmp) / name)],
+                check=True,
+                cwd=ROOT,
+                capture_output=True,
+            )
             timings[fmt] = time.perf_counter() - start
         size = (Path(tmp) / "index.html").stat().st_size
     print(f"{'format':<8}{'seconds':>10}")

@@ -23,25 +23,50 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ["--set", "model.preset=tiny-gemma3", "--set", "sequence.padding=static", "--set", "train.steps=8",
-       "--set", "train.window_steps=0", "--set", "data.num_examples=32", "--trace", "3", "--no-progress"]
+RUN = [
+    "--set",
+    "model.preset=tiny-gemma3",
+    "--set",
+    "sequence.padding=static",
+    "--set",
+    "train.steps=8",
+    "--set",
+    "train.window_steps=0",
+    "--set",
+    "data.num_examples=32",
+    "--trace",
+    "3",
+    "--no-progress",
+]
 
 
 def traced(backend: str, out: Path) -> dict:
     scenario = "scenarios/tiny.yaml" if backend == "torch" else "scenarios/padding.yaml"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "run", scenario, "--backend", backend, *RUN,
-                           "--results-dir", str(out)], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", scenario, "--backend", backend, *RUN, "--results-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     records = [json.loads(p.read_text()) for p in out.glob("*.json")]
     if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
         return {"backend": backend, "error": (done.stderr.strip().splitlines() or ["no record"])[-1]}
     section = records[0]["trace"]
     times = section["step_time_s"]
-    return {"backend": backend, "tool": section["tool"], "trace_median_s": times["trace_median"],
-            "harness_median_s": times["harness_median"], "ratio": times["ratio"],
-            "programs": times["programs"], "program_events": times["program_events"], "slowdown": section["slowdown"],
-            "compile_steps_agree": section["compile_steps"]["agree"],
-            "period_trace_median_s": section["period_s"]["trace_median"],
-            "period_harness_median_s": section["period_s"]["harness_median"], "period_ratio": section["period_s"]["ratio"]}
+    return {
+        "backend": backend,
+        "tool": section["tool"],
+        "trace_median_s": times["trace_median"],
+        "harness_median_s": times["harness_median"],
+        "ratio": times["ratio"],
+        "programs": times["programs"],
+        "program_events": times["program_events"],
+        "slowdown": section["slowdown"],
+        "compile_steps_agree": section["compile_steps"]["agree"],
+        "period_trace_median_s": section["period_s"]["trace_median"],
+        "period_harness_median_s": section["period_s"]["harness_median"],
+        "period_ratio": section["period_s"]["ratio"],
+    }
 
 
 def main() -> None:
@@ -54,15 +79,19 @@ def main() -> None:
             rows.append(traced(backend, Path(tmp) / backend))
     # busy: first to last program within the step; period: first program to the next
     # step's first (torchprime's); each against the harness's median of the same steps.
-    print(f"{'backend':<12}{'busy med (s)':>14}{'harness (s)':>13}{'ratio':>8}"
-          f"{'period med (s)':>16}{'harness (s)':>13}{'ratio':>8}{'slowdown':>10}")
+    print(
+        f"{'backend':<12}{'busy med (s)':>14}{'harness (s)':>13}{'ratio':>8}"
+        f"{'period med (s)':>16}{'harness (s)':>13}{'ratio':>8}{'slowdown':>10}"
+    )
     for r in rows:
         if "error" in r:
             print(f"{r['backend']:<12}  not run: {r['error']}")
             continue
         slow = f"{r['slowdown']:.3f}" if r["slowdown"] is not None else "n/a"
-        print(f"{r['backend']:<12}{r['trace_median_s']:>14.4f}{r['harness_median_s']:>13.4f}{r['ratio']:>8.3f}"
-              f"{r['period_trace_median_s']:>16.4f}{r['period_harness_median_s']:>13.4f}{r['period_ratio']:>8.3f}{slow:>10}")
+        print(
+            f"{r['backend']:<12}{r['trace_median_s']:>14.4f}{r['harness_median_s']:>13.4f}{r['ratio']:>8.3f}"
+            f"{r['period_trace_median_s']:>16.4f}{r['period_harness_median_s']:>13.4f}{r['period_ratio']:>8.3f}{slow:>10}"
+        )
     print(json.dumps(rows))
 
 

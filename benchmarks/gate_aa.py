@@ -39,9 +39,22 @@ def main() -> None:
     from harness.store import load_records
 
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "harness.cli", "run", str(ROOT / "scenarios" / "tiny.yaml"), "--results-dir", tmp,
-               "--no-progress", "--set", f"repeats={2 * args.trials * args.runs}", "--set", f"train.steps={args.steps}",
-               "--set", "train.window_steps=0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(ROOT / "scenarios" / "tiny.yaml"),
+            "--results-dir",
+            tmp,
+            "--no-progress",
+            "--set",
+            f"repeats={2 * args.trials * args.runs}",
+            "--set",
+            f"train.steps={args.steps}",
+            "--set",
+            "train.window_steps=0",
+        ]
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         by_repeat = {r["scenario"]["repeat"]: r for r in load_records([tmp]).records}
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": args.budget}})
@@ -51,15 +64,32 @@ def main() -> None:
         base = [by_repeat[2 * k * trial + i] for i in range(k)]
         current = [by_repeat[2 * k * trial + k + i] for i in range(k)]
         (check,) = run_gate(current, base, budgets, "aa")
-        rows.append({"trial": trial, "baseline_median_s": check.limit / (1 + relative_threshold(args.budget)),
-                     "current_median_s": check.measured, "verdict": check.verdict, "detail": check.detail})
+        rows.append(
+            {
+                "trial": trial,
+                "baseline_median_s": check.limit / (1 + relative_threshold(args.budget)),
+                "current_median_s": check.measured,
+                "verdict": check.verdict,
+                "detail": check.detail,
+            }
+        )
     passed = sum(r["verdict"] != "regression" for r in rows)
     print(f"{'trial':>5} {'baseline (s)':>13} {'current (s)':>12}  verdict")
     for r in rows:
         print(f"{r['trial']:>5} {r['baseline_median_s']:>13.4f} {r['current_median_s']:>12.4f}  {r['verdict']}")
     print(f"passed {passed} of {args.trials} (target: at least {args.trials - args.trials // 20})")
-    print(json.dumps({"trials": args.trials, "runs_per_set": k, "passed": passed, "budget": args.budget,
-                      "steps": args.steps, "rows": rows}))
+    print(
+        json.dumps(
+            {
+                "trials": args.trials,
+                "runs_per_set": k,
+                "passed": passed,
+                "budget": args.budget,
+                "steps": args.steps,
+                "rows": rows,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -30,11 +30,16 @@ def cmd_run(args) -> int:
 
     console = Console(stderr=args.json)
     request = RunRequest(
-        scenario_path=args.scenario, backend=args.backend,
+        scenario_path=args.scenario,
+        backend=args.backend,
         overrides={**dict(parse_override(s) for s in args.set), **_trace_override(args.trace)},
         results_dir=Path(args.results_dir),
-        profile=args.profile, interpreters=dict(_key_value(p, "--python") for p in args.python),
-        force=args.force, timeout_s=args.timeout, prices_file=args.prices, command=sys.argv,
+        profile=args.profile,
+        interpreters=dict(_key_value(p, "--python") for p in args.python),
+        force=args.force,
+        timeout_s=args.timeout,
+        prices_file=args.prices,
+        command=sys.argv,
         dry_run=args.dry_run,
     )
     result = run_sweep(request, RunProgress(console, enabled=not args.no_progress))
@@ -43,17 +48,28 @@ def cmd_run(args) -> int:
     if result.records:
         console.print(summary(result.records, console))
     if args.json:
-        skipped = [{"skipped": True, **s, "reason": "already has a successful record (--force reruns it)"}
-                   for s in result.skipped_records]
+        skipped = [
+            {"skipped": True, **s, "reason": "already has a successful record (--force reruns it)"}
+            for s in result.skipped_records
+        ]
         ran = [{**{k: v for k, v in r.items() if k != "_path"}, "path": r["_path"]} for r in result.records]
         print(json.dumps(skipped + ran, indent=1))
     for rescued in result.rescued:
-        print(f"bench: could not write the record to {rescued['results_dir']} ({rescued['problem']}); "
-              f"saved it to {rescued['path']}", file=sys.stderr)
+        print(
+            f"bench: could not write the record to {rescued['results_dir']} ({rescued['problem']}); "
+            f"saved it to {rescued['path']}",
+            file=sys.stderr,
+        )
     for part in result.secondary:  # multi-host: this host took part; host 0 writes the record
-        print(f"bench: host {part['host_rank']} of {part['hosts']} [{part['variant']}] repeat {part['repeat']}: "
-              + ("done; the job's record is written by host 0" if part["status"] == "ok"
-                 else f"failed: {part['reason']}\n{part['log_tail'] or ''}"), file=sys.stderr)
+        print(
+            f"bench: host {part['host_rank']} of {part['hosts']} [{part['variant']}] repeat {part['repeat']}: "
+            + (
+                "done; the job's record is written by host 0"
+                if part["status"] == "ok"
+                else f"failed: {part['reason']}\n{part['log_tail'] or ''}"
+            ),
+            file=sys.stderr,
+        )
     return 1 if result.failed or result.rescued else 0
 
 
@@ -69,8 +85,19 @@ def _trace_override(steps: int | None) -> dict[str, int]:
 def _print_plans(resolved, as_json: bool) -> int:
     """`bench run --dry-run` / `bench plan`: each run's execution plan, nothing run."""
     if as_json:
-        print(json.dumps([{"variant": run.variant, "repeat": run.repeat,
-                           "plan": plan.model_dump(mode="json") if plan else None} for run, plan in resolved], indent=1))
+        print(
+            json.dumps(
+                [
+                    {
+                        "variant": run.variant,
+                        "repeat": run.repeat,
+                        "plan": plan.model_dump(mode="json") if plan else None,
+                    }
+                    for run, plan in resolved
+                ],
+                indent=1,
+            )
+        )
         return 0
     for run, plan in resolved:
         print(f"{run.scenario.name} [{run.variant}] repeat {run.repeat}:")
@@ -86,8 +113,9 @@ def cmd_launch(args) -> int:
     """`bench launch`: SkyPilot task files per target; launched unless --dry-run."""
     from harness import launch
 
-    prepared = launch.prepare(args.scenario, args.on, args.set, Path(args.out_dir), Path(args.results_dir),
-                              args.bucket, args.spot)
+    prepared = launch.prepare(
+        args.scenario, args.on, args.set, Path(args.out_dir), Path(args.results_dir), args.bucket, args.spot
+    )
     for target, path, commands in prepared:
         print(f"# {target.text}: {path}")
         for command in commands:
@@ -112,18 +140,40 @@ def cmd_suite(args) -> int:
     from harness.suite import run_suite
 
     console = Console(stderr=args.json)
-    options = {"results_dir": Path(args.results_dir) if args.results_dir else None,
-               "interpreters": dict(_key_value(p, "--python") for p in args.python), "force": args.force,
-               "timeout_s": args.timeout, "prices_file": args.prices, "command": sys.argv}
+    options = {
+        "results_dir": Path(args.results_dir) if args.results_dir else None,
+        "interpreters": dict(_key_value(p, "--python") for p in args.python),
+        "force": args.force,
+        "timeout_s": args.timeout,
+        "prices_file": args.prices,
+        "command": sys.argv,
+    }
     result = run_suite(args.suite, RunProgress(console, enabled=not args.no_progress), options, dry_run=args.dry_run)
     if args.json:
-        print(json.dumps([{"index": o.index, "label": o.label, "scenario": o.scenario_path, "backend": o.entry.backend,
-                           "skipped": o.skipped_reason,
-                           "runs": [{"variant": run.variant, "repeat": run.repeat,
-                                     "plan": plan.model_dump(mode="json") if plan else None}
-                                    for run, plan in (o.result.plans if o.result else [])],
-                           "records": [r["_path"] for r in (o.result.records if o.result else [])]}
-                          for o in result.outcomes], indent=1))
+        print(
+            json.dumps(
+                [
+                    {
+                        "index": o.index,
+                        "label": o.label,
+                        "scenario": o.scenario_path,
+                        "backend": o.entry.backend,
+                        "skipped": o.skipped_reason,
+                        "runs": [
+                            {
+                                "variant": run.variant,
+                                "repeat": run.repeat,
+                                "plan": plan.model_dump(mode="json") if plan else None,
+                            }
+                            for run, plan in (o.result.plans if o.result else [])
+                        ],
+                        "records": [r["_path"] for r in (o.result.records if o.result else [])],
+                    }
+                    for o in result.outcomes
+                ],
+                indent=1,
+            )
+        )
     for o in result.outcomes:
         console.print(f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})")
         if o.skipped_reason:
@@ -157,8 +207,13 @@ def cmd_backends(args) -> int:
     for (name, info), result in zip(backends.items(), registry.probe_all(list(backends), interpreters)):
         p = result.probe
         devices = f"{p.device_kind} x{p.device_count} ({p.device_name})" if p.available else "-"
-        table.add_row(name, "yes" if p.available else "no", escape(devices), escape(result.python),
-                      escape(p.reason or info.summary))
+        table.add_row(
+            name,
+            "yes" if p.available else "no",
+            escape(devices),
+            escape(result.python),
+            escape(p.reason or info.summary),
+        )
         rows.append({"name": name, "python": result.python, **p.to_json()})
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -259,8 +314,11 @@ def cmd_gate(args) -> int:
             print(f"REGRESSION {c.group}: {c.detail}", file=sys.stderr)
     missing = no_data_reason(checks)
     if missing and not args.allow_no_data:
-        print(f"bench: gate failed: {missing}; a gate that compares nothing must not pass "
-              "(--allow-no-data accepts missing data)", file=sys.stderr)
+        print(
+            f"bench: gate failed: {missing}; a gate that compares nothing must not pass "
+            "(--allow-no-data accepts missing data)",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
@@ -295,13 +353,18 @@ def cmd_cost(args) -> int:
     console = Console()
     console.print(cost_statement(result))
     for p in result["prices"]:
-        console.print(f"  price {p['accelerator']}: ${p['usd_per_chip_hour']}/chip-h ({p['pricing']}; {p['source']}, {p['date']})")
+        console.print(
+            f"  price {p['accelerator']}: ${p['usd_per_chip_hour']}/chip-h ({p['pricing']}; {p['source']}, {p['date']})"
+        )
     table = Table(title="cost ratio (a/b) as one side's price varies")
     for column in ("price x", f"{a} price scaled", f"{b} price scaled"):
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(f"{row['price_factor']:.2f}", f"{row['cost_ratio_if_a_price_scaled']:.3f}",
-                      f"{row['cost_ratio_if_b_price_scaled']:.3f}")
+        table.add_row(
+            f"{row['price_factor']:.2f}",
+            f"{row['cost_ratio_if_a_price_scaled']:.3f}",
+            f"{row['cost_ratio_if_b_price_scaled']:.3f}",
+        )
     console.print(table)
     return 0
 
@@ -361,25 +424,47 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--backend", help="backend name (default: the scenario's, else the best available)")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a dotted field")
     run.add_argument("--results-dir", default="results")
-    run.add_argument("--profile", default="auto",
-                     help="profile to apply: auto (the one named after the device kind: cpu, cuda, tpu), none, or a name")
-    run.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH",
-                     help="interpreter for a backend's workers (also BENCH_PYTHON_<BACKEND>)")
-    run.add_argument("--force", action="store_true",
-                     help="rerun runs that already have a successful record (multi-host jobs, "
-                          "parallel.hosts > 1, always rerun: each host sees only its own records)")
+    run.add_argument(
+        "--profile",
+        default="auto",
+        help="profile to apply: auto (the one named after the device kind: cpu, cuda, tpu), none, or a name",
+    )
+    run.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="BACKEND=PATH",
+        help="interpreter for a backend's workers (also BENCH_PYTHON_<BACKEND>)",
+    )
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="rerun runs that already have a successful record (multi-host jobs, "
+        "parallel.hosts > 1, always rerun: each host sees only its own records)",
+    )
     run.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
     run.add_argument("--prices", help="a prices file laid over the shipped catalog")
     run.add_argument("--json", action="store_true", help="print the records as JSON on stdout")
     run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--trace", type=int, nargs="?", const=3, metavar="STEPS",
-                     help="capture a profiler trace of STEPS measured steps (default 3), saved next to the record")
-    run.add_argument("--dry-run", action="store_true",
-                     help="print every run's execution plan (devices, rows, accumulation, dtypes, lr) and run nothing")
+    run.add_argument(
+        "--trace",
+        type=int,
+        nargs="?",
+        const=3,
+        metavar="STEPS",
+        help="capture a profiler trace of STEPS measured steps (default 3), saved next to the record",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print every run's execution plan (devices, rows, accumulation, dtypes, lr) and run nothing",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU.")
+    parser = argparse.ArgumentParser(
+        prog="bench", description="Benchmark LLM fine-tuning and serving on TPU, GPU and CPU."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario (every matrix cell and repeat) on one backend")
@@ -391,13 +476,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     launch = sub.add_parser("launch", help="run a scenario on several accelerators through SkyPilot, then report")
     launch.add_argument("scenario")
-    launch.add_argument("--on", action="append", default=[], metavar="ACCELERATOR[:COUNT][xNODES][=BACKEND]",
-                        help="a target, e.g. tpu-v5p-8, H100:2, H100:8x2 (two nodes); repeatable")
+    launch.add_argument(
+        "--on",
+        action="append",
+        default=[],
+        metavar="ACCELERATOR[:COUNT][xNODES][=BACKEND]",
+        help="a target, e.g. tpu-v5p-8, H100:2, H100:8x2 (two nodes); repeatable",
+    )
     launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to bench run")
     launch.add_argument("--out-dir", default="launch", help="where the SkyPilot task files are written")
     launch.add_argument("--results-dir", default="results", help="where the records are gathered")
     launch.add_argument("--bucket", help="a bucket (gs://, s3://) mounted for the records, instead of rsync back")
-    launch.add_argument("--spot", action="store_true", help="managed spot jobs (recovered after preemption); needs --bucket")
+    launch.add_argument(
+        "--spot", action="store_true", help="managed spot jobs (recovered after preemption); needs --bucket"
+    )
     launch.add_argument("--dry-run", action="store_true", help="write the task files and print the commands only")
     launch.set_defaults(func=cmd_launch)
 
@@ -419,9 +511,11 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--baseline", help="results directory to compare against (relative limits)")
     gate.add_argument("--markdown", help="also write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")
     gate.add_argument("--format", choices=("table", "md"), default="table")
-    gate.add_argument("--allow-no-data", action="store_true",
-                      help="pass checks that have no data (no comparable baseline run, metric absent); "
-                           "by default they fail the gate")
+    gate.add_argument(
+        "--allow-no-data",
+        action="store_true",
+        help="pass checks that have no data (no comparable baseline run, metric absent); by default they fail the gate",
+    )
     gate.set_defaults(func=cmd_gate)
     cost = sub.add_parser("cost", help="what a speed-up means in money: cost ratio, price ratio, sensitivity")
     cost.add_argument("--speedup", type=float, required=True, help="how many times faster a is than b")
@@ -432,20 +526,35 @@ def build_parser() -> argparse.ArgumentParser:
     cost.set_defaults(func=cmd_cost)
     report = sub.add_parser("report", help="write an HTML (or Markdown, CSV) comparison of result records")
     report.add_argument("results", nargs="*", default=["results"])
-    report.add_argument("-o", "--output", help="the file to write; its extension (.html, .md, .csv) is the format "
-                                               "(default: reports/index.html, or reports/index.md / .csv with --format)")
+    report.add_argument(
+        "-o",
+        "--output",
+        help="the file to write; its extension (.html, .md, .csv) is the format "
+        "(default: reports/index.html, or reports/index.md / .csv with --format)",
+    )
     report.add_argument("--format", choices=("html", "md", "csv"), help="without -o: which default file to write")
     report.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
     report.add_argument("--backend", action="append", help="only these backends (repeatable)")
-    report.add_argument("--accelerator", action="append",
-                        help="only these accelerators: a catalog key, KEY:CHIPS or a TPU slice such as v5p-8 (repeatable)")
-    report.add_argument("--baseline", metavar="'KEY=VALUE ...'",
-                        help="the row every factor's levels are compared to, by terms that must all match: variant=, "
-                             "backend=, accelerator= (v5p-8, h100-sxm:2), precision= or a configuration field "
-                             "(sequence.padding=static); default: the first run made. Naming no row, or several rows of "
-                             "one scenario, is refused, listing the candidates")
-    report.add_argument("--compare", action="append", default=[], metavar="'KEY=VALUE ...'",
-                        help="also compare this row directly against the baseline (repeatable); must name one row")
+    report.add_argument(
+        "--accelerator",
+        action="append",
+        help="only these accelerators: a catalog key, KEY:CHIPS or a TPU slice such as v5p-8 (repeatable)",
+    )
+    report.add_argument(
+        "--baseline",
+        metavar="'KEY=VALUE ...'",
+        help="the row every factor's levels are compared to, by terms that must all match: variant=, "
+        "backend=, accelerator= (v5p-8, h100-sxm:2), precision= or a configuration field "
+        "(sequence.padding=static); default: the first run made. Naming no row, or several rows of "
+        "one scenario, is refused, listing the candidates",
+    )
+    report.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="'KEY=VALUE ...'",
+        help="also compare this row directly against the baseline (repeatable); must name one row",
+    )
     report.set_defaults(func=cmd_report)
 
     export = sub.add_parser("export", help="write records as pytest-benchmark JSON (for pytest-benchmark compare)")
@@ -458,9 +567,12 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("suite")
     suite.add_argument("--results-dir", help="default: results/<suite name>")
     suite.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")
-    suite.add_argument("--force", action="store_true",
-                       help="rerun runs that already have a successful record (multi-host jobs, "
-                            "parallel.hosts > 1, always rerun: each host sees only its own records)")
+    suite.add_argument(
+        "--force",
+        action="store_true",
+        help="rerun runs that already have a successful record (multi-host jobs, "
+        "parallel.hosts > 1, always rerun: each host sees only its own records)",
+    )
     suite.add_argument("--timeout", type=float, help="per-run time limit in seconds (overrides run_timeout_s)")
     suite.add_argument("--prices", help="a prices file laid over the shipped catalog")
     suite.add_argument("--json", action="store_true", help="print each entry's plans (dry run) or record paths as JSON")

@@ -54,10 +54,14 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
             raise SpecError(str(path), str(key), "each price needs on_demand (or spot), source and date")
         for field in ("on_demand", "spot"):
             value = entry.get(field)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not 0 < value <= MAX_USD_PER_CHIP_HOUR):
-                raise SpecError(str(path), f"{key}.{field}", f"must be a number of $ per chip-hour > 0 and at most "
-                                                             f"{MAX_USD_PER_CHIP_HOUR:g}, got {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_USD_PER_CHIP_HOUR
+            ):
+                raise SpecError(
+                    str(path),
+                    f"{key}.{field}",
+                    f"must be a number of $ per chip-hour > 0 and at most {MAX_USD_PER_CHIP_HOUR:g}, got {value!r}",
+                )
     return doc
 
 
@@ -90,9 +94,11 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
         "usd_steady_state": usd(chips, metrics.get("steady_time_s", metrics["measured_time_s"]), price),
         # Steady state (no compiling step), and over every measured step (recompiles too).
         "usd_per_1m_tokens_real": usd(chips, 1e6 / metrics["tokens_per_s_real"], price)
-        if metrics.get("tokens_per_s_real") else None,
+        if metrics.get("tokens_per_s_real")
+        else None,
         "usd_per_1m_tokens_real_effective": usd(chips, 1e6 / metrics["tokens_per_s_real_effective"], price)
-        if metrics.get("tokens_per_s_real_effective") else None,
+        if metrics.get("tokens_per_s_real_effective")
+        else None,
         "chips": chips,
         "price": price.to_json(),
     }
@@ -145,22 +151,33 @@ def parse_fleet(text: str, catalog: dict[str, Any] | None = None, source: str | 
         cores = int(key.rsplit("-", 1)[1])
         per_chip = _CORES_PER_CHIP.get(fleet.accelerator, 1)
         if cores % per_chip or cores < per_chip:
-            raise SpecError(where, "", f"a {fleet.accelerator} slice counts TensorCores, {per_chip} per chip: "
-                                       f"{cores} is not a whole number of chips (e.g. {key.rsplit('-', 1)[0]}-8 "
-                                       f"is {8 // per_chip} chips)")
+            raise SpecError(
+                where,
+                "",
+                f"a {fleet.accelerator} slice counts TensorCores, {per_chip} per chip: "
+                f"{cores} is not a whole number of chips (e.g. {key.rsplit('-', 1)[0]}-8 "
+                f"is {8 // per_chip} chips)",
+            )
         if fleet.chips > MAX_CHIPS:
             raise SpecError(where, "", f"{fleet.chips} chips is more than {MAX_CHIPS}")
     if catalog is not None and fleet.accelerator not in catalog:
-        raise SpecError(where, "", f"unknown accelerator {key!r} (known: {', '.join(sorted(catalog))}, "
-                                   "or a TPU slice such as v5p-8)")
+        raise SpecError(
+            where,
+            "",
+            f"unknown accelerator {key!r} (known: {', '.join(sorted(catalog))}, or a TPU slice such as v5p-8)",
+        )
     return fleet
 
 
 def hourly(fleet: Fleet, catalog, cost_spec=None, factor: float = 1.0) -> tuple[float, Price]:
     price = price_for(fleet.accelerator, cost_spec, catalog)
     if price is None:
-        known = ", ".join(sorted(k for k, e in catalog.items() if e.get((cost_spec.pricing if cost_spec else "on_demand"))))
-        raise SpecError("prices", fleet.accelerator, f"no price in the catalog (priced: {known}); give one with --prices")
+        known = ", ".join(
+            sorted(k for k, e in catalog.items() if e.get((cost_spec.pricing if cost_spec else "on_demand")))
+        )
+        raise SpecError(
+            "prices", fleet.accelerator, f"no price in the catalog (priced: {known}); give one with --prices"
+        )
     return fleet.chips * price.usd_per_chip_hour * factor, price
 
 
@@ -179,28 +196,43 @@ def cost_ratio(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, fact
     hourly_b, price_b = hourly(b, catalog, cost_spec, factors[1])
     price_ratio = hourly_a / hourly_b
     ratio = price_ratio / speedup
-    return {"speedup": speedup, "a": str(a), "b": str(b), "usd_per_hour_a": hourly_a, "usd_per_hour_b": hourly_b,
-            "price_ratio": price_ratio, "cost_ratio": ratio, "prices": [price_a.to_json(), price_b.to_json()],
-            # The price of one `b` chip-hour at which both cost the same per job.
-            "break_even_usd_per_chip_hour_b": hourly_a / speedup / b.chips}
+    return {
+        "speedup": speedup,
+        "a": str(a),
+        "b": str(b),
+        "usd_per_hour_a": hourly_a,
+        "usd_per_hour_b": hourly_b,
+        "price_ratio": price_ratio,
+        "cost_ratio": ratio,
+        "prices": [price_a.to_json(), price_b.to_json()],
+        # The price of one `b` chip-hour at which both cost the same per job.
+        "break_even_usd_per_chip_hour_b": hourly_a / speedup / b.chips,
+    }
 
 
 def cost_statement(c: dict) -> str:
     cheaper = f"{1 / c['cost_ratio']:.2f}x cheaper" if c["cost_ratio"] < 1 else f"{c['cost_ratio']:.2f}x dearer"
-    return (f"{c['a']} is {c['speedup']:.2f}x faster than {c['b']}; at ${c['usd_per_hour_a']:.2f}/h vs "
-            f"${c['usd_per_hour_b']:.2f}/h (price ratio {c['price_ratio']:.3f}) a job costs {c['cost_ratio']:.3f}x "
-            f"as much on {c['a']}: {cheaper}. Break-even: {c['b'].split('x ', 1)[1]} at "
-            f"${c['break_even_usd_per_chip_hour_b']:.2f}/chip-hour.")
+    return (
+        f"{c['a']} is {c['speedup']:.2f}x faster than {c['b']}; at ${c['usd_per_hour_a']:.2f}/h vs "
+        f"${c['usd_per_hour_b']:.2f}/h (price ratio {c['price_ratio']:.3f}) a job costs {c['cost_ratio']:.3f}x "
+        f"as much on {c['a']}: {cheaper}. Break-even: {c['b'].split('x ', 1)[1]} at "
+        f"${c['break_even_usd_per_chip_hour_b']:.2f}/chip-hour."
+    )
 
 
-def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None,
-                factors=(0.5, 0.75, 1.0, 1.25, 1.5)) -> list[dict]:
+def sensitivity(
+    speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, factors=(0.5, 0.75, 1.0, 1.25, 1.5)
+) -> list[dict]:
     """How the cost ratio moves as each side's price varies (the other held at list)."""
     rows = []
     for f in factors:
-        rows.append({"price_factor": f,
-                     "cost_ratio_if_a_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (f, 1.0))["cost_ratio"],
-                     "cost_ratio_if_b_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (1.0, f))["cost_ratio"]})
+        rows.append(
+            {
+                "price_factor": f,
+                "cost_ratio_if_a_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (f, 1.0))["cost_ratio"],
+                "cost_ratio_if_b_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (1.0, f))["cost_ratio"],
+            }
+        )
     return rows
 
 
@@ -213,6 +245,8 @@ def fine_tune_cost(train_cost: dict[str, Any], tokens_millions: float) -> float 
     return per_1m * tokens_millions + train_cost["usd_setup"] + train_cost["usd_warmup"]
 
 
-def workload_cost(train_usd: float, fine_tunes: float, serve_usd_per_1m_tokens: float, served_tokens_millions: float) -> float:
+def workload_cost(
+    train_usd: float, fine_tunes: float, serve_usd_per_1m_tokens: float, served_tokens_millions: float
+) -> float:
     """A train-plus-serve workload: `fine_tunes` fine-tunes plus N million served tokens."""
     return fine_tunes * train_usd + served_tokens_millions * serve_usd_per_1m_tokens

@@ -81,8 +81,10 @@ def arm(backend, scenario) -> None:
         index = calls["step"]
         calls["step"] += 1
         for fault in faults:
-            if fault.get("at") == "step" and fault.get("step", index) <= index and (
-                fault["action"] == "sleep" or fault.get("step", index) == index
+            if (
+                fault.get("at") == "step"
+                and fault.get("step", index) <= index
+                and (fault["action"] == "sleep" or fault.get("step", index) == index)
             ):
                 if fault["action"] == "drop_row":
                     batch = without_last_row(batch)

@@ -11,7 +11,6 @@ rests on the threshold alone and says so.
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +99,6 @@ def group_key(record: dict[str, Any]) -> tuple[str, str, str, str]:
     return s["name"], s["variant"], record["backend"]["name"], record["accelerator"]["catalog_key"]
 
 
-
 def label(key: tuple[str, ...]) -> str:
     name, variant, backend, accelerator = key
     return f"{name} [{variant}] {backend}@{accelerator}"
@@ -129,8 +127,11 @@ def noise_samples(metric: GateMetric, current, baseline) -> tuple[list[float], l
     if metric.samples is None:
         return [], [], "too few runs"
     pooled = lambda rs: [x for r in rs for x in metric.samples(r)]  # noqa: E731
-    return (pooled(current), pooled(baseline),
-            f"steps of {len(current)} vs {len(baseline)} runs; between-run noise unmeasured (use repeats >= {MIN_RUNS_FOR_TEST})")
+    return (
+        pooled(current),
+        pooled(baseline),
+        f"steps of {len(current)} vs {len(baseline)} runs; between-run noise unmeasured (use repeats >= {MIN_RUNS_FOR_TEST})",
+    )
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -142,7 +143,11 @@ def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
     for key, records in groups.items():
         name, _, backend, accelerator = key
         for b in budgets:
-            if (b.scenario or name) != name or (b.backend or backend) != backend or (b.accelerator or accelerator) != accelerator:
+            if (
+                (b.scenario or name) != name
+                or (b.backend or backend) != backend
+                or (b.accelerator or accelerator) != accelerator
+            ):
                 continue
             metric = GATE_METRICS[b.metric]
             if metric.task != _task(records):
@@ -156,11 +161,25 @@ def _absolute(group: str, budget: AbsoluteBudget, metric: GateMetric, value: flo
     if value is None:
         return Check(group, budget.metric, "absolute", None, budget.max or budget.min, "no-data", "metric absent")
     if budget.max is not None and value > budget.max:
-        return Check(group, budget.metric, "absolute", value, budget.max, "regression",
-                     f"{budget.metric} {_fmt(value, metric.unit)} exceeds the limit max {_fmt(budget.max, metric.unit)}")
+        return Check(
+            group,
+            budget.metric,
+            "absolute",
+            value,
+            budget.max,
+            "regression",
+            f"{budget.metric} {_fmt(value, metric.unit)} exceeds the limit max {_fmt(budget.max, metric.unit)}",
+        )
     if budget.min is not None and value < budget.min:
-        return Check(group, budget.metric, "absolute", value, budget.min, "regression",
-                     f"{budget.metric} {_fmt(value, metric.unit)} is below the limit min {_fmt(budget.min, metric.unit)}")
+        return Check(
+            group,
+            budget.metric,
+            "absolute",
+            value,
+            budget.min,
+            "regression",
+            f"{budget.metric} {_fmt(value, metric.unit)} is below the limit min {_fmt(budget.min, metric.unit)}",
+        )
     limit = budget.max if budget.max is not None else budget.min
     return Check(group, budget.metric, "absolute", value, limit, "pass", "within the limit")
 
@@ -175,7 +194,9 @@ def relative_checks(groups, baseline_groups, relative: dict[str, str], alpha: fl
             if base is None:
                 checks.append(Check(label(key), name, "relative", None, None, "no-data", "no baseline for this run"))
                 continue
-            checks.append(_relative(label(key), name, GATE_METRICS[name], relative_threshold(limit), records, base, alpha))
+            checks.append(
+                _relative(label(key), name, GATE_METRICS[name], relative_threshold(limit), records, base, alpha)
+            )
     return checks
 
 
@@ -189,14 +210,21 @@ def _relative(group: str, name: str, metric: GateMetric, threshold: float, curre
     beyond = (value - limit) * worse > 0
     samples, base_samples, basis = noise_samples(metric, current, baseline)
     p_value = _worse_p_value(samples, base_samples, metric.direction)
-    where = (f"{name} {_fmt(value, metric.unit)} vs baseline {_fmt(base, metric.unit)} ({change:+.1%}); "
-             f"limit {_fmt(limit, metric.unit)} ({'+' if worse > 0 else '-'}{threshold:.0%})")
-    noise = (f"Mann-Whitney p={p_value:.3g} on {basis}" if p_value is not None
-             else f"no noise test ({basis}; fewer than {MIN_SAMPLES_FOR_TEST} samples)")
+    where = (
+        f"{name} {_fmt(value, metric.unit)} vs baseline {_fmt(base, metric.unit)} ({change:+.1%}); "
+        f"limit {_fmt(limit, metric.unit)} ({'+' if worse > 0 else '-'}{threshold:.0%})"
+    )
+    noise = (
+        f"Mann-Whitney p={p_value:.3g} on {basis}"
+        if p_value is not None
+        else f"no noise test ({basis}; fewer than {MIN_SAMPLES_FOR_TEST} samples)"
+    )
     if not beyond:
         return Check(group, name, "relative", value, limit, "pass", f"{where}; {noise}")
     if p_value is not None and p_value >= alpha:
-        return Check(group, name, "relative", value, limit, "noise", f"{where}; not distinguishable from noise, {noise}")
+        return Check(
+            group, name, "relative", value, limit, "noise", f"{where}; not distinguishable from noise, {noise}"
+        )
     return Check(group, name, "relative", value, limit, "regression", f"{where}; {noise}")
 
 
@@ -258,8 +286,10 @@ def no_data_reason(checks: list[Check]) -> str | None:
         return None
     relative = [c for c in checks if c.kind == "relative"]
     if relative and all(c.detail == "no baseline for this run" for c in relative):
-        why = ("the current and baseline results share no comparable runs (same scenario, variant, backend "
-               "and accelerator)")
+        why = (
+            "the current and baseline results share no comparable runs (same scenario, variant, backend "
+            "and accelerator)"
+        )
     else:
         shown = "; ".join(f"{c.group} {c.metric}: {c.detail}" for c in missing[:3])
         why = shown + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
@@ -272,28 +302,58 @@ def markdown(checks: list[Check], allow_no_data: bool = False) -> str:
     failed = failing(checks, allow_no_data)
     lines = ["| run | metric | check | measured | limit | verdict | detail |", "|---|---|---|---|---|---|---|"]
     for c in checks:
-        lines.append("| " + " | ".join(md_cell(x) for x in (
-            c.group, c.metric, c.kind, _fmt(c.measured, ""), _fmt(c.limit, ""),
-            c.verdict.upper() if c in failed else c.verdict, c.detail)) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                md_cell(x)
+                for x in (
+                    c.group,
+                    c.metric,
+                    c.kind,
+                    _fmt(c.measured, ""),
+                    _fmt(c.limit, ""),
+                    c.verdict.upper() if c in failed else c.verdict,
+                    c.detail,
+                )
+            )
+            + " |"
+        )
     lines.append("")
     lines.append(f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} checks, {len(failed)} failed")
     return "\n".join(lines) + "\n"
 
 
-def require_checks(checks: list[Check], results: str, budgets_file: str | None, baseline: str | None,
-                   budgets: BudgetsFile) -> None:
+def require_checks(
+    checks: list[Check], results: str, budgets_file: str | None, baseline: str | None, budgets: BudgetsFile
+) -> None:
     """Refuse a gate that checks nothing, saying what is missing."""
     if baseline is not None and not budgets.relative:
-        missing = (f"{budgets_file} has no `relative:` limits; add some" if budgets_file
-                   else "without --budgets there are no relative limits; give --budgets FILE")
-        raise SpecError(f"--baseline {baseline}", "", f"nothing is compared with the baseline: {missing}, "
-                                                      "e.g. `relative: {step_time_s: +5%}`")
+        missing = (
+            f"{budgets_file} has no `relative:` limits; add some"
+            if budgets_file
+            else "without --budgets there are no relative limits; give --budgets FILE"
+        )
+        raise SpecError(
+            f"--baseline {baseline}",
+            "",
+            f"nothing is compared with the baseline: {missing}, e.g. `relative: {{step_time_s: +5%}}`",
+        )
     if budgets.relative and baseline is None:
-        raise SpecError(budgets_file or "--budgets", "relative", "relative limits compare with a baseline: give "
-                                                                 "--baseline DIR (or drop them)")
+        raise SpecError(
+            budgets_file or "--budgets",
+            "relative",
+            "relative limits compare with a baseline: give --baseline DIR (or drop them)",
+        )
     if not checks:
         if budgets_file:
-            raise SpecError(budgets_file, "", f"no checks: its budgets match no run in {results}, and those "
-                                              "records declare no budgets of their own")
-        raise SpecError(results, "", "no checks: give --budgets FILE (budgets or relative limits) with --baseline "
-                                     "DIR, or run scenarios that declare budgets")
+            raise SpecError(
+                budgets_file,
+                "",
+                f"no checks: its budgets match no run in {results}, and those records declare no budgets of their own",
+            )
+        raise SpecError(
+            results,
+            "",
+            "no checks: give --budgets FILE (budgets or relative limits) with --baseline "
+            "DIR, or run scenarios that declare budgets",
+        )

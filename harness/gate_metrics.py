@@ -33,13 +33,25 @@ class GateMetric:
 
 
 GATE_METRICS: dict[str, GateMetric] = {
-    "step_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "median"),
-                              lambda r: [s["time_s"] for s in _measured(r)]),
+    "step_time_s": GateMetric(
+        "lower",
+        "s",
+        lambda r: _metric(r, "metrics", "step_time_s", "median"),
+        lambda r: [s["time_s"] for s in _measured(r)],
+    ),
     "step_time_s.p90": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "p90")),
-    "tokens_per_s_real": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "tokens_per_s_real"),
-                                    lambda r: [s["tokens_real"] / s["time_s"] for s in _measured(r)]),
-    "tokens_per_s_padded": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "tokens_per_s_padded"),
-                                      lambda r: [s["tokens_padded"] / s["time_s"] for s in _measured(r)]),
+    "tokens_per_s_real": GateMetric(
+        "higher",
+        "tok/s",
+        lambda r: _metric(r, "metrics", "tokens_per_s_real"),
+        lambda r: [s["tokens_real"] / s["time_s"] for s in _measured(r)],
+    ),
+    "tokens_per_s_padded": GateMetric(
+        "higher",
+        "tok/s",
+        lambda r: _metric(r, "metrics", "tokens_per_s_padded"),
+        lambda r: [s["tokens_padded"] / s["time_s"] for s in _measured(r)],
+    ),
     "num_recompiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_recompiles")),
     "num_compiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_compiles")),
     "compile_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "compile_time_s")),
@@ -52,8 +64,10 @@ GATE_METRICS: dict[str, GateMetric] = {
     "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99"), task="serve"),
     "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median"), task="serve"),
     "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99"), task="serve"),
-    "output_throughput_tok_s": GateMetric("higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s"),
-                                          task="serve"),
-    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens"),
-                                           task="serve"),
+    "output_throughput_tok_s": GateMetric(
+        "higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s"), task="serve"
+    ),
+    "usd_per_1m_output_tokens": GateMetric(
+        "lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens"), task="serve"
+    ),
 }

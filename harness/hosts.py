@@ -53,14 +53,18 @@ def role(hosts: int, env: dict[str, str] | None = None) -> HostRole:
     raw_rank, coordinator = env.get(RANK_ENV), env.get(COORDINATOR_ENV) or None
     if hosts == 1:
         if raw_rank not in (None, "", "0"):
-            raise SpecError(RANK_ENV, "", f"{raw_rank}: this host is told it is one of several, but the scenario's "
-                                          "parallel.hosts is 1")
+            raise SpecError(
+                RANK_ENV,
+                "",
+                f"{raw_rank}: this host is told it is one of several, but the scenario's parallel.hosts is 1",
+            )
         return HostRole(1, 0, None)
     rank = None
     if raw_rank not in (None, ""):
         if not raw_rank.isdigit() or int(raw_rank) >= hosts:
-            raise SpecError(RANK_ENV, "", f"{raw_rank!r}: a host rank is a number from 0 to {hosts - 1} "
-                                          f"(parallel.hosts is {hosts})")
+            raise SpecError(
+                RANK_ENV, "", f"{raw_rank!r}: a host rank is a number from 0 to {hosts - 1} (parallel.hosts is {hosts})"
+            )
         rank = int(raw_rank)
     if coordinator is not None:
         host, _, port = coordinator.rpartition(":")
@@ -68,16 +72,24 @@ def role(hosts: int, env: dict[str, str] | None = None) -> HostRole:
             raise SpecError(COORDINATOR_ENV, "", f"{coordinator!r}: expected HOST:PORT of host 0, e.g. 10.0.0.2:8476")
     if (rank is None) != (coordinator is None):
         missing = RANK_ENV if rank is None else COORDINATOR_ENV
-        raise SpecError(missing, "", f"not set: parallel.hosts is {hosts}; set both {RANK_ENV} and "
-                                     f"{COORDINATOR_ENV} on every host (or neither, on a TPU slice)")
+        raise SpecError(
+            missing,
+            "",
+            f"not set: parallel.hosts is {hosts}; set both {RANK_ENV} and "
+            f"{COORDINATOR_ENV} on every host (or neither, on a TPU slice)",
+        )
     return HostRole(hosts, rank, coordinator)
 
 
 def require_explicit(r: HostRole, backend: str) -> HostRole:
     """Backends whose launcher needs the rendezvous stated (torchrun): both variables."""
     if r.hosts > 1 and r.rank is None:
-        raise SpecError(RANK_ENV, "", f"not set: {backend} over {r.hosts} hosts meets at a rendezvous that "
-                                      f"{RANK_ENV} and {COORDINATOR_ENV} name, on every host")
+        raise SpecError(
+            RANK_ENV,
+            "",
+            f"not set: {backend} over {r.hosts} hosts meets at a rendezvous that "
+            f"{RANK_ENV} and {COORDINATOR_ENV} name, on every host",
+        )
     return r
 
 
@@ -98,6 +110,10 @@ def secondary_part(plan, outcome: dict) -> dict | None:
         return None
     failure = outcome.get("failure") or {}
     ok = facts is not None or (failure.get("kind") == "crash" and failure.get("exit_code") == 0)
-    return {"host_rank": me.rank if me.rank is not None else index, "hosts": plan.hosts,
-            "status": "ok" if ok else "failed", "reason": None if ok else failure.get("reason"),
-            "log_tail": None if ok else failure.get("log_tail")}
+    return {
+        "host_rank": me.rank if me.rank is not None else index,
+        "hosts": plan.hosts,
+        "status": "ok" if ok else "failed",
+        "reason": None if ok else failure.get("reason"),
+        "log_tail": None if ok else failure.get("log_tail"),
+    }

@@ -106,18 +106,22 @@ def setup_script(target: Target) -> str:
     """Install bench with the target's extras. A TPU VM gets two environments (torch_xla
     and JAX pin different packages); a GPU VM one, with PyTorch."""
     if target.tpu:
-        return "\n".join([
+        return "\n".join(
+            [
+                "set -e",
+                "python3 -m venv ~/bench-xla && ~/bench-xla/bin/pip install -q --upgrade pip",
+                "~/bench-xla/bin/pip install -q 'torch-xla[tpu]' -e '.[torch]'",
+                "python3 -m venv ~/bench-jax && ~/bench-jax/bin/pip install -q --upgrade pip",
+                "~/bench-jax/bin/pip install -q 'jax[tpu]' -e '.[jax]'",
+            ]
+        )
+    return "\n".join(
+        [
             "set -e",
-            "python3 -m venv ~/bench-xla && ~/bench-xla/bin/pip install -q --upgrade pip",
-            "~/bench-xla/bin/pip install -q 'torch-xla[tpu]' -e '.[torch]'",
-            "python3 -m venv ~/bench-jax && ~/bench-jax/bin/pip install -q --upgrade pip",
-            "~/bench-jax/bin/pip install -q 'jax[tpu]' -e '.[jax]'",
-        ])
-    return "\n".join([
-        "set -e",
-        "python3 -m venv ~/bench-venv && ~/bench-venv/bin/pip install -q --upgrade pip",
-        "~/bench-venv/bin/pip install -q -e '.[torch]'",
-    ])
+            "python3 -m venv ~/bench-venv && ~/bench-venv/bin/pip install -q --upgrade pip",
+            "~/bench-venv/bin/pip install -q -e '.[torch]'",
+        ]
+    )
 
 
 def run_script(target: Target, scenario: str, overrides: list[str], results: str) -> str:
@@ -125,13 +129,19 @@ def run_script(target: Target, scenario: str, overrides: list[str], results: str
     in the job stated explicitly (harness/hosts.py)."""
     lines = ["set -e"]
     if target.nodes > 1:
-        lines += ['export BENCH_HOST_RANK="$SKYPILOT_NODE_RANK"',
-                  f'export BENCH_COORDINATOR="$(echo "$SKYPILOT_NODE_IPS" | head -n1):{COORDINATOR_PORT}"']
+        lines += [
+            'export BENCH_HOST_RANK="$SKYPILOT_NODE_RANK"',
+            f'export BENCH_COORDINATOR="$(echo "$SKYPILOT_NODE_IPS" | head -n1):{COORDINATOR_PORT}"',
+        ]
     bench = "~/bench-jax/bin/bench" if target.tpu else "~/bench-venv/bin/bench"
     command = [bench, "run", scenario, "--results-dir", results, "--no-progress"]
     if target.tpu:  # each backend's workers in its own environment
-        command += ["--python", "xla-fsdpv2=$HOME/bench-xla/bin/python",
-                    "--python", "jax-tunix=$HOME/bench-jax/bin/python"]
+        command += [
+            "--python",
+            "xla-fsdpv2=$HOME/bench-xla/bin/python",
+            "--python",
+            "jax-tunix=$HOME/bench-jax/bin/python",
+        ]
     if target.backend:
         command += ["--backend", target.backend]
     if target.hosts > 1:
@@ -151,8 +161,9 @@ def _shell_word(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def task(target: Target, scenario: str, overrides: list[str], workdir: Path, bucket: str | None,
-         spot: bool) -> dict[str, Any]:
+def task(
+    target: Target, scenario: str, overrides: list[str], workdir: Path, bucket: str | None, spot: bool
+) -> dict[str, Any]:
     """The SkyPilot task (its YAML schema) for one target."""
     results = f"{REMOTE_RESULTS}/{target.slug}" if bucket else f"results/launch/{target.slug}"
     body: dict[str, Any] = {
@@ -189,13 +200,22 @@ class _Dumper(yaml.SafeDumper):
     """Scripts as YAML block literals (`|`), readable as the shell they are."""
 
 
-_Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+_Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
+)
 
 
 # --------------------------------------------------------------------------- command
-def prepare(scenario_path: str, targets: list[str], overrides: list[str], out_dir: Path, results_dir: Path,
-            bucket: str | None, spot: bool) -> list[tuple[Target, Path, list[str]]]:
+def prepare(
+    scenario_path: str,
+    targets: list[str],
+    overrides: list[str],
+    out_dir: Path,
+    results_dir: Path,
+    bucket: str | None,
+    spot: bool,
+) -> list[tuple[Target, Path, list[str]]]:
     """Write one task file per target; (target, file, commands) each."""
     from harness.loader import read_document, validate
     from harness.paths import PROJECT_ROOT as ROOT
@@ -203,25 +223,34 @@ def prepare(scenario_path: str, targets: list[str], overrides: list[str], out_di
     if not targets:
         raise SpecError("--on", "", "name at least one target, e.g. --on tpu-v5p-8 --on H100:2")
     if spot and not bucket:
-        raise SpecError("--spot", "", "a managed spot job's cluster is gone when it ends: give --bucket "
-                                      "(gs://..., s3://...) for its records")
+        raise SpecError(
+            "--spot",
+            "",
+            "a managed spot job's cluster is gone when it ends: give --bucket (gs://..., s3://...) for its records",
+        )
     validate(read_document(scenario_path), scenario_path)  # a bad file fails here, not on the VM
     parsed = [parse_target(t) for t in targets]
     slugs = [t.slug for t in parsed]
     if len(set(slugs)) != len(slugs):
-        raise SpecError("--on", "", f"targets named twice: {', '.join(sorted({s for s in slugs if slugs.count(s) > 1}))}")
+        raise SpecError(
+            "--on", "", f"targets named twice: {', '.join(sorted({s for s in slugs if slugs.count(s) > 1}))}"
+        )
     scenario = Path(scenario_path).resolve()
     try:
         remote_scenario = str(scenario.relative_to(ROOT))
     except ValueError:
-        raise SpecError(scenario_path, "", f"the scenario must be inside the checkout ({ROOT}), which is what "
-                                           "SkyPilot syncs to the VM") from None
+        raise SpecError(
+            scenario_path,
+            "",
+            f"the scenario must be inside the checkout ({ROOT}), which is what SkyPilot syncs to the VM",
+        ) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for target in parsed:
         path = out_dir / f"{Path(scenario_path).stem}-{target.slug}.yaml"
-        path.write_text(yaml.dump(task(target, remote_scenario, overrides, ROOT, bucket, spot), Dumper=_Dumper,
-                                  sort_keys=False))
+        path.write_text(
+            yaml.dump(task(target, remote_scenario, overrides, ROOT, bucket, spot), Dumper=_Dumper, sort_keys=False)
+        )
         written.append((target, path, commands(target, path, results_dir, bucket, spot)))
     return written
 

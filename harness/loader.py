@@ -22,7 +22,12 @@ from pydantic import ValidationError
 from harness.errors import SpecError
 from harness.spec import Scenario
 from harness.yaml_io import (  # noqa: F401 - re-exported: loader is their old home
-    MAX_DOCUMENT_BYTES, MAX_EXPANDED_NODES, document_from_text, first_error, parse_yaml, read_document,
+    MAX_DOCUMENT_BYTES,
+    MAX_EXPANDED_NODES,
+    document_from_text,
+    first_error,
+    parse_yaml,
+    read_document,
 )
 
 
@@ -102,9 +107,7 @@ def matrix_cells(matrix: dict[str, tuple[Any, ...]], pinned: set[str]) -> list[d
 
 
 def resolve_runs(
-    path: str | Path,
-    overrides: dict[str, Any] | None = None,
-    profile: str | None = None,
+    path: str | Path, overrides: dict[str, Any] | None = None, profile: str | None = None
 ) -> list[ResolvedRun]:
     """Every run of the scenario file: file -> profile -> matrix cell -> --set."""
     source = str(path)

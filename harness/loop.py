@@ -53,9 +53,11 @@ class LoopResult:
     setup_compiles: int = 0  # compilations before the first step (model build, sharding)
 
     def to_json(self) -> dict[str, Any]:
-        return {"steps": [asdict(s) for s in self.steps],
-                "window": asdict(self.window) if self.window else None,
-                "setup_compiles": self.setup_compiles}
+        return {
+            "steps": [asdict(s) for s in self.steps],
+            "window": asdict(self.window) if self.window else None,
+            "setup_compiles": self.setup_compiles,
+        }
 
 
 class StepRecorder:
@@ -84,11 +86,18 @@ class StepRecorder:
         after = self.backend.compile_stats()
         index = len(self.samples)
         sample = StepSample(
-            index=index, phase="warmup" if index < self.warmup_steps else self.phase,
-            start_s=start - self.origin, time_s=stop - start,
-            tokens_real=batch.tokens_real, tokens_padded=batch.tokens_padded,
-            seq_len=max(batch.seq_lens), seq_lens=list(batch.seq_lens), num_compiles=after.count - before.count,
-            compile_s=after.seconds - before.seconds, rows=batch.rows, row_tokens=batch.row_tokens,
+            index=index,
+            phase="warmup" if index < self.warmup_steps else self.phase,
+            start_s=start - self.origin,
+            time_s=stop - start,
+            tokens_real=batch.tokens_real,
+            tokens_padded=batch.tokens_padded,
+            seq_len=max(batch.seq_lens),
+            seq_lens=list(batch.seq_lens),
+            num_compiles=after.count - before.count,
+            compile_s=after.seconds - before.seconds,
+            rows=batch.rows,
+            row_tokens=batch.row_tokens,
         )
         sample.done, sample.lr = self.backend.work.take()
         sample.loss = None if loss is None else self.backend.loss_value(loss)  # after the clock
@@ -158,7 +167,7 @@ def run_steps(backend) -> LoopResult:
         begun = recorder.begin()
         loss = backend.train_step(batch)
         recorder.end(begun, batch, loss)
-    window = run_window(backend, backend.batches.steps[plan.steps: plan.total_steps])
+    window = run_window(backend, backend.batches.steps[plan.steps : plan.total_steps])
     return LoopResult(recorder.samples, window, recorder.setup_compiles)
 
 
@@ -174,9 +183,11 @@ def run_window(backend, batches) -> WindowSample | None:
     elapsed = time.perf_counter() - start
     done, _ = backend.work.take()
     return WindowSample(
-        num_steps=len(batches), time_s=elapsed,
+        num_steps=len(batches),
+        time_s=elapsed,
         tokens_real=sum(b.tokens_real for b in batches),
         tokens_padded=sum(b.tokens_padded for b in batches),
         num_compiles=backend.compile_stats().count - before,
-        losses=[backend.loss_value(loss) for loss in losses], done=done,
+        losses=[backend.loss_value(loss) for loss in losses],
+        done=done,
     )

@@ -32,9 +32,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 def summary(values: Sequence[float]) -> dict[str, float | int]:
     """median, p90, p99, mean, stdev, min, max and n of a sample (quote the median)."""
     return {
-        "median": statistics.median(values), "p90": percentile(values, 90), "p99": percentile(values, 99),
-        "mean": statistics.fmean(values), "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "min": min(values), "max": max(values), "n": len(values),
+        "median": statistics.median(values),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "mean": statistics.fmean(values),
+        "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
     }
 
 
@@ -45,7 +50,9 @@ MFU_CONVENTION = (
     "attention 12*heads*head_dim per attended key at each row's real length, causal (position p attends p+1 keys), "
     "sliding-window layers capped at their window; embedding lookups free; padding excluded; dense bf16 peak"
 )
-HFU_CONVENTION = "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
+HFU_CONVENTION = (
+    "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
+)
 
 # Gemma 3 interleaves sliding-window layers with a global one: every 6th layer is global
 # (transformers' Gemma3TextConfig layer_types).
@@ -164,8 +171,11 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
     window_recompiles = window["num_compiles"] if window else 0
     out = {
         "step_time_s": summary([s["time_s"] for s in calm]) if calm else None,
-        "steady_state": (f"{len(calm)} of {len(kept)} measured steps compiled nothing" if calm
-                         else f"none: every one of the {len(kept)} measured steps compiled"),
+        "steady_state": (
+            f"{len(calm)} of {len(kept)} measured steps compiled nothing"
+            if calm
+            else f"none: every one of the {len(kept)} measured steps compiled"
+        ),
         "warmup_time_s": sum(s["time_s"] for s in warmup),
         "compile_time_s": sum(s["compile_s"] for s in steps),
         "num_compiles": sum(s["num_compiles"] for s in steps) + window_recompiles,
@@ -209,7 +219,9 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
     for name in ("mfu", "hfu"):
         if out[name] is not None and out[name] > 1:
             # More than the chip can do: the timing measured dispatch, not execution.
-            out[f"{name}_invalid"] = f"computed {name.upper()} {out[name]:.2f} > 1: step times are not device-synchronised"
+            out[f"{name}_invalid"] = (
+                f"computed {name.upper()} {out[name]:.2f} > 1: step times are not device-synchronised"
+            )
             out[name] = None
     return out
 
@@ -299,8 +311,9 @@ def slo_at_percentile(requests: list[dict[str, Any]], slo: dict[str, Any]) -> di
     for name in SLO_TARGETS:
         if slo.get(name) is None:
             continue
-        sample = [0.0 if name == "tpot_s" and x[name] is None and (x["output_tokens"] or 0) <= 1 else x[name]
-                  for x in done]
+        sample = [
+            0.0 if name == "tpot_s" and x[name] is None and (x["output_tokens"] or 0) <= 1 else x[name] for x in done
+        ]
         sample = [v for v in sample if v is not None]
         values[name] = percentile(sample, p) if sample else None
     failed = len(measured) - len(done)
@@ -323,17 +336,23 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[s
     prompt = sum(r["prompt_tokens"] or 0 for r in done)
     per_s = (lambda x: x / duration) if duration > 0 else (lambda x: None)
     return {
-        "num_requests": len(measured), "num_completed": len(done), "num_errors": len(measured) - len(done),
+        "num_requests": len(measured),
+        "num_completed": len(done),
+        "num_errors": len(measured) - len(done),
         "errors": sorted({r["error"].split(":")[0] for r in measured if r["error"]}),
         "duration_s": duration,
         "ttft_s": _latency_summary([x["ttft_s"] for x in lat if x["ttft_s"] is not None]),
         "tpot_s": _latency_summary([x["tpot_s"] for x in lat if x["tpot_s"] is not None]),
         "itl_s": _latency_summary(itl),
         "e2el_s": _latency_summary([x["e2el_s"] for x in lat if x["e2el_s"] is not None]),
-        "output_tokens": output, "prompt_tokens": prompt,
-        "output_throughput_tok_s": per_s(output), "total_throughput_tok_s": per_s(output + prompt),
+        "output_tokens": output,
+        "prompt_tokens": prompt,
+        "output_throughput_tok_s": per_s(output),
+        "total_throughput_tok_s": per_s(output + prompt),
         "request_throughput_req_s": per_s(len(done)),
-        "goodput_req_s": per_s(sum(meets_slo(x, slo) for x in lat)) if any(v is not None for v in slo.values()) else None,
+        "goodput_req_s": per_s(sum(meets_slo(x, slo) for x in lat))
+        if any(v is not None for v in slo.values())
+        else None,
         "slo": slo_stated,
         "slo_at_percentile": slo_at_percentile(raw["requests"], slo_stated),
         # One user's view: 1 / median TPOT (NVIDIA's and AIPerf's tokens/s per user);
@@ -358,18 +377,31 @@ def slo_search_summary(raw: dict[str, Any], slo: dict[str, Any]) -> tuple[dict[s
     for p in search["points"]:
         verdict = slo_at_percentile(p["requests"], slo)
         cut = p["met"] is None
-        points.append({"rate_req_s": p["rate"], "met": None if cut else verdict["met"], "values": verdict["values"],
-                       "failed": verdict["failed"], "cut_short": cut,
-                       "achieved_rate_req_s": achieved_rate([r for r in p["requests"] if r["error"] is None])})
+        points.append(
+            {
+                "rate_req_s": p["rate"],
+                "met": None if cut else verdict["met"],
+                "values": verdict["values"],
+                "failed": verdict["failed"],
+                "cut_short": cut,
+                "achieved_rate_req_s": achieved_rate([r for r in p["requests"] if r["error"] is None]),
+            }
+        )
     met = [p for p in points if p["met"]]
     best = max(met, key=lambda p: p["rate_req_s"]) if met else min(points, key=lambda p: p["rate_req_s"])
     chosen = next(p for p in search["points"] if p["rate"] == best["rate_req_s"])
-    summary_ = {"max_rate_req_s": best["rate_req_s"] if met else None, "percentile": slo["percentile"],
-                "targets": {k: slo[k] for k in SLO_TARGETS if slo.get(k) is not None},
-                "stopped": search["stopped"], "bracket": search["bracket"],
-                "bisection_steps": search["bisection_steps"], "points": points,
-                "measured_at": ("the highest rate meeting the SLO" if met
-                                else "the lowest rate measured (no rate met the SLO)")}
+    summary_ = {
+        "max_rate_req_s": best["rate_req_s"] if met else None,
+        "percentile": slo["percentile"],
+        "targets": {k: slo[k] for k in SLO_TARGETS if slo.get(k) is not None},
+        "stopped": search["stopped"],
+        "bracket": search["bracket"],
+        "bisection_steps": search["bisection_steps"],
+        "points": points,
+        "measured_at": (
+            "the highest rate meeting the SLO" if met else "the lowest rate measured (no rate met the SLO)"
+        ),
+    }
     return summary_, raw["requests"] + chosen["requests"]
 
 
@@ -377,4 +409,3 @@ def achieved_rate(requests: list[dict[str, Any]]) -> float | None:
     """Requests sent per second: (n - 1) / (last send - first send)."""
     sent = sorted(r["sent_s"] for r in requests)
     return (len(sent) - 1) / (sent[-1] - sent[0]) if len(sent) > 1 and sent[-1] > sent[0] else None
-

@@ -30,7 +30,6 @@ image's safetensors, or fail without an index. What the imports really need is i
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import platform
 import re
@@ -80,22 +79,83 @@ WHEELS: tuple[tuple[str, str, str, str], ...] = (
 # What a stock CUDA image for this work already has (torch 2.11 CUDA 13, JAX 0.11 CUDA,
 # transformers 5.17, peft, flax, optax, rich, httpx, jinja2, pandas, scipy) with the
 # packages those install: never downloaded unless --have/--have-python says otherwise.
-IMAGE = frozenset({
-    "torch", "jax", "jaxlib", "transformers", "tokenizers", "safetensors", "huggingface-hub", "peft", "accelerate",
-    "flax", "orbax-checkpoint", "tensorstore", "msgpack", "treescope", "etils", "humanize", "simplejson",
-    "protobuf", "nest-asyncio", "aiofiles", "optax", "chex", "absl-py", "ml-dtypes", "opt-einsum", "numpy",
-    "rich", "pygments", "markdown-it-py", "mdurl", "httpx", "httpcore", "anyio", "h11", "idna", "certifi",
-    "sniffio", "jinja2", "markupsafe", "pandas", "python-dateutil", "pytz", "tzdata", "six", "scipy", "pyyaml",
-    "packaging", "filelock", "fsspec", "tqdm", "regex", "requests", "urllib3", "charset-normalizer", "psutil",
-})
+IMAGE = frozenset(
+    {
+        "torch",
+        "jax",
+        "jaxlib",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "huggingface-hub",
+        "peft",
+        "accelerate",
+        "flax",
+        "orbax-checkpoint",
+        "tensorstore",
+        "msgpack",
+        "treescope",
+        "etils",
+        "humanize",
+        "simplejson",
+        "protobuf",
+        "nest-asyncio",
+        "aiofiles",
+        "optax",
+        "chex",
+        "absl-py",
+        "ml-dtypes",
+        "opt-einsum",
+        "numpy",
+        "rich",
+        "pygments",
+        "markdown-it-py",
+        "mdurl",
+        "httpx",
+        "httpcore",
+        "anyio",
+        "h11",
+        "idna",
+        "certifi",
+        "sniffio",
+        "jinja2",
+        "markupsafe",
+        "pandas",
+        "python-dateutil",
+        "pytz",
+        "tzdata",
+        "six",
+        "scipy",
+        "pyyaml",
+        "packaging",
+        "filelock",
+        "fsspec",
+        "tqdm",
+        "regex",
+        "requests",
+        "urllib3",
+        "charset-normalizer",
+        "psutil",
+    }
+)
 
 # What the backends import (bench's own modules first: it must load from the wheel).
 CHECK_MODULES = {
     "core": ("harness.cli", "harness.spec", "harness.runner", "reports.render", "pydantic", "plotly"),
     "torchax": ("backends.torchax_jax.backend",),
-    "jax-tunix": ("backends.jax_tunix.backend", "tunix.sft.peft_trainer", "tunix.sft.hooks", "tunix.sft.sharding_utils",
-                  "tunix.sft.utils", "tunix.models.gemma3.model", "tunix.models.gemma3.params_safetensors",
-                  "tunix.models.dummy_model_creator", "qwix", "flax.nnx", "optax"),
+    "jax-tunix": (
+        "backends.jax_tunix.backend",
+        "tunix.sft.peft_trainer",
+        "tunix.sft.hooks",
+        "tunix.sft.sharding_utils",
+        "tunix.sft.utils",
+        "tunix.models.gemma3.model",
+        "tunix.models.gemma3.params_safetensors",
+        "tunix.models.dummy_model_creator",
+        "qwix",
+        "flax.nnx",
+        "optax",
+    ),
 }
 GROUPS = ("core", "torchax", "jax-tunix")
 
@@ -130,19 +190,36 @@ def default_platforms() -> list[str]:
     return [f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}", f"manylinux2014_{machine}"]
 
 
-def download(dest: Path, have: set[str], groups: tuple[str, ...], python_version: str, platforms: list[str],
-             pip: list[str]) -> list[str]:
+def download(
+    dest: Path, have: set[str], groups: tuple[str, ...], python_version: str, platforms: list[str], pip: list[str]
+) -> list[str]:
     """Every wanted wheel for the target (binary ones for its Python and platform), and
     bench's own wheel. Returns the requirement lines downloaded."""
     dest.mkdir(parents=True, exist_ok=True)
     picks = [f"{name}=={version}" for name, version, _, _ in wanted(have, groups)]
     if picks:
         plat = [arg for p in platforms for arg in ("--platform", p)]
-        subprocess.run([*pip, "download", "--no-deps", "--only-binary=:all:", "--dest", str(dest),
-                        "--python-version", python_version, "--implementation", "cp", *plat, *picks], check=True)
+        subprocess.run(
+            [
+                *pip,
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--dest",
+                str(dest),
+                "--python-version",
+                python_version,
+                "--implementation",
+                "cp",
+                *plat,
+                *picks,
+            ],
+            check=True,
+        )
     # bench itself: pure Python, built from this checkout.
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(ROOT)],
-                   check=True)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(ROOT)], check=True
+    )
     (dest / "bench-wheels.txt").write_text("".join(f"{p}\n" for p in picks))
     return picks
 
@@ -153,20 +230,23 @@ def install(source: Path, target: Path | None, pip: list[str]) -> None:
     if not wheels:
         raise SystemExit(f"offline: no wheels in {source}")
     where = ["--target", str(target)] if target else []
-    subprocess.run([*pip, "install", "--no-index", "--find-links", str(source), "--no-deps", *where, *wheels],
-                   check=True)
+    subprocess.run(
+        [*pip, "install", "--no-index", "--find-links", str(source), "--no-deps", *where, *wheels], check=True
+    )
 
 
 def check(target: Path | None, groups: tuple[str, ...], python: str) -> int:
     """Import every module the chosen groups need in a fresh interpreter, away from this
     checkout (so bench loads from what was installed), and say where bench came from."""
     modules = [m for g in groups for m in CHECK_MODULES[g]]
-    code = ("import importlib, sys\n"
-            f"for name in {modules!r}:\n"
-            "    importlib.import_module(name)\n"
-            "import harness\n"
-            "print('bench from', harness.__file__)\n"
-            f"print('imported', len({modules!r}), 'modules')\n")
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "import harness\n"
+        "print('bench from', harness.__file__)\n"
+        f"print('imported', len({modules!r}), 'modules')\n"
+    )
     env = dict(os.environ)
     if target:
         env["PYTHONPATH"] = os.pathsep.join([str(target), *filter(None, [env.get("PYTHONPATH")])])
@@ -182,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     have = d.add_mutually_exclusive_group()
     have.add_argument("--have", help="the target's `pip freeze` output (default: a stock CUDA image)")
     have.add_argument("--have-python", help="an interpreter here whose packages the target has")
-    d.add_argument("--python-version", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                   help="the target's Python (default: this one's)")
+    d.add_argument(
+        "--python-version",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="the target's Python (default: this one's)",
+    )
     d.add_argument("--platform", action="append", help="the target's platform tags (default: manylinux, this CPU)")
     i = sub.add_parser("install", help="on the target: install the folder's wheels without an index")
     i.add_argument("source", type=Path)
@@ -205,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
     if args.command == "check":
         return check(args.target, groups, args.python)
-    have_names = (read_freeze(args.have) if args.have else installed_in(args.have_python) if args.have_python
-                  else set(IMAGE))
+    have_names = (
+        read_freeze(args.have) if args.have else installed_in(args.have_python) if args.have_python else set(IMAGE)
+    )
     picks = download(args.dest, have_names, groups, args.python_version, args.platform or default_platforms(), pip)
     print(f"downloaded {len(picks)} wheels and bench's own into {args.dest}: {' '.join(picks) or '(none needed)'}")
     return 0

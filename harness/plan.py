@@ -17,7 +17,7 @@ Pure Python: no framework is imported here.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,12 +30,27 @@ AXES = ("data", "fsdp", "tensor")
 # MixedPrecisionPolicy and Tunix/optax setups do); frozen weights are stored in the
 # compute dtype; gradients are reduced across devices in fp32.
 PRECISION_POLICIES: dict[str, dict[str, str]] = {
-    "fp32": {"frozen_params": "fp32", "trainable_params": "fp32", "compute": "fp32",
-             "grad_reduce": "fp32", "optimizer_state": "fp32"},
-    "bf16": {"frozen_params": "bf16", "trainable_params": "fp32", "compute": "bf16",
-             "grad_reduce": "fp32", "optimizer_state": "fp32"},
-    "fp16": {"frozen_params": "fp16", "trainable_params": "fp32", "compute": "fp16",
-             "grad_reduce": "fp32", "optimizer_state": "fp32"},
+    "fp32": {
+        "frozen_params": "fp32",
+        "trainable_params": "fp32",
+        "compute": "fp32",
+        "grad_reduce": "fp32",
+        "optimizer_state": "fp32",
+    },
+    "bf16": {
+        "frozen_params": "bf16",
+        "trainable_params": "fp32",
+        "compute": "bf16",
+        "grad_reduce": "fp32",
+        "optimizer_state": "fp32",
+    },
+    "fp16": {
+        "frozen_params": "fp16",
+        "trainable_params": "fp32",
+        "compute": "fp16",
+        "grad_reduce": "fp32",
+        "optimizer_state": "fp32",
+    },
 }
 
 # Where a LoRA target sits in a decoder layer: (input features, output features).
@@ -103,20 +118,36 @@ class Plan(Frozen):
         lr = self.lr
         mesh = " x ".join(f"{axis} {self.mesh[axis]}" for axis in AXES)
         return [
-            ("devices", f"{self.devices} {self.device_kind} ({mesh})"
-                        + (f" on {self.hosts} hosts, {self.devices // self.hosts} each" if self.hosts > 1 else "")),
-            ("rows", f"{self.micro_batch} per shard per forward x {self.data_parallel} shards = "
-                     f"{self.rows_per_forward} per forward; x {self.accumulation} accumulation = "
-                     f"{self.rows_per_step} per optimizer step"),
-            ("steps", f"{self.warmup_steps} warm-up + {self.steps - self.warmup_steps} measured"
-                      + (f" + {self.window_steps} window" if self.window_steps else "")),
+            (
+                "devices",
+                f"{self.devices} {self.device_kind} ({mesh})"
+                + (f" on {self.hosts} hosts, {self.devices // self.hosts} each" if self.hosts > 1 else ""),
+            ),
+            (
+                "rows",
+                f"{self.micro_batch} per shard per forward x {self.data_parallel} shards = "
+                f"{self.rows_per_forward} per forward; x {self.accumulation} accumulation = "
+                f"{self.rows_per_step} per optimizer step",
+            ),
+            (
+                "steps",
+                f"{self.warmup_steps} warm-up + {self.steps - self.warmup_steps} measured"
+                + (f" + {self.window_steps} window" if self.window_steps else ""),
+            ),
             ("learning rate", f"{self.schedule}: step 0 {lr[0]:.4g}, max {max(lr):.4g}, last {lr[-1]:.4g}"),
             ("optimizer", self.optimizer),
-            ("precision", f"{p.name}: frozen {p.frozen_params}, trained {p.trainable_params}, compute {p.compute}, "
-                          f"grad reduce {p.grad_reduce}, optimizer state {p.optimizer_state}"),
+            (
+                "precision",
+                f"{p.name}: frozen {p.frozen_params}, trained {p.trainable_params}, compute {p.compute}, "
+                f"grad reduce {p.grad_reduce}, optimizer state {p.optimizer_state}",
+            ),
             ("sharding", self.sharding if self.mesh["fsdp"] > 1 else "none (fsdp 1)"),
-            ("method", self.method + (f" on {', '.join(self.lora_targets)}" if self.method == "lora" else "")
-                       + (f", {self.trainable_params:,} trainable" if self.trainable_params else "")),
+            (
+                "method",
+                self.method
+                + (f" on {', '.join(self.lora_targets)}" if self.method == "lora" else "")
+                + (f", {self.trainable_params:,} trainable" if self.trainable_params else ""),
+            ),
             ("gradient checkpointing", "on" if self.gradient_checkpointing else "off"),
         ]
 
@@ -148,8 +179,7 @@ def learning_rates(train) -> tuple[float, ...]:
     total = train.steps + train.window_steps
     schedule = train.schedule
     warmup = int(schedule.warmup_ratio * total)
-    return tuple(train.optimizer.lr * lr_factor(schedule.name, k, warmup, total, schedule.cycles)
-                 for k in range(total))
+    return tuple(train.optimizer.lr * lr_factor(schedule.name, k, warmup, total, schedule.cycles) for k in range(total))
 
 
 # --------------------------------------------------------------------------- LoRA
@@ -185,8 +215,9 @@ def resolve_mesh(parallel, devices: int) -> dict[str, int]:
     fixed = math.prod(size for size in sizes.values() if size != -1)
     if rest:
         if devices % fixed:
-            raise _refuse(f"parallel.{rest[0]}",
-                          f"-1 takes the devices left over, but {devices} devices do not divide by {fixed}")
+            raise _refuse(
+                f"parallel.{rest[0]}", f"-1 takes the devices left over, but {devices} devices do not divide by {fixed}"
+            )
         sizes[rest[0]] = devices // fixed
     if math.prod(sizes.values()) != devices:
         shown = " x ".join(f"{axis} {sizes[axis]}" for axis in AXES)
@@ -216,14 +247,20 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
     if devices % hosts:
         raise _refuse("parallel.hosts", f"{devices} devices do not divide evenly over {hosts} hosts")
     if device_kind != "cpu" and devices // hosts > device_count:
-        raise _refuse("parallel.devices", f"{devices // hosts} devices asked for on each of {hosts} host(s); "
-                                          f"this host has {device_count} {device_kind}")
+        raise _refuse(
+            "parallel.devices",
+            f"{devices // hosts} devices asked for on each of {hosts} host(s); "
+            f"this host has {device_count} {device_kind}",
+        )
     mesh = resolve_mesh(parallel, devices)
     shards = mesh["data"] * mesh["fsdp"]
     rows_per_forward = train.micro_batch * shards
     if train.global_batch % rows_per_forward:
-        raise _refuse("train.global_batch", f"{train.global_batch} rows do not divide into forward passes of "
-                                            f"micro_batch {train.micro_batch} x {shards} data-parallel shards")
+        raise _refuse(
+            "train.global_batch",
+            f"{train.global_batch} rows do not divide into forward passes of "
+            f"micro_batch {train.micro_batch} x {shards} data-parallel shards",
+        )
     policy = dict(PRECISION_POLICIES[train.precision])
     if train.method == "full":
         policy["frozen_params"] = "-"
@@ -232,16 +269,29 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
     arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else {}
     lora = train.method == "lora"
     return Plan(
-        device_kind=device_kind, devices=devices, mesh=mesh, data_parallel=shards,
-        micro_batch=train.micro_batch, rows_per_forward=rows_per_forward,
-        accumulation=train.global_batch // rows_per_forward, rows_per_step=train.global_batch,
-        steps=train.steps, warmup_steps=train.warmup_steps, window_steps=train.window_steps,
-        lr=learning_rates(train), schedule=train.schedule.name, optimizer=train.optimizer.name,
-        precision=Precision(name=train.precision, **policy), sharding=parallel.sharding, method=train.method,
+        device_kind=device_kind,
+        devices=devices,
+        mesh=mesh,
+        data_parallel=shards,
+        micro_batch=train.micro_batch,
+        rows_per_forward=rows_per_forward,
+        accumulation=train.global_batch // rows_per_forward,
+        rows_per_step=train.global_batch,
+        steps=train.steps,
+        warmup_steps=train.warmup_steps,
+        window_steps=train.window_steps,
+        lr=learning_rates(train),
+        schedule=train.schedule.name,
+        optimizer=train.optimizer.name,
+        precision=Precision(name=train.precision, **policy),
+        sharding=parallel.sharding,
+        method=train.method,
         lora_targets=tuple(train.lora.target_modules) if lora else (),
         trainable_params=lora_trainable_params(arch, train.lora.target_modules, train.lora.rank)
-        if lora and arch else None,
-        gradient_checkpointing=train.gradient_checkpointing, hosts=hosts,
+        if lora and arch
+        else None,
+        gradient_checkpointing=train.gradient_checkpointing,
+        hosts=hosts,
     )
 
 
@@ -251,8 +301,11 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
     for axis in AXES:
         if plan.mesh[axis] > 1 and axis not in caps.axes:
             have = ", ".join(caps.axes) or "none: one device"
-            return _refuse(f"parallel.{axis}", f"{plan.mesh[axis]} (of parallel.devices {plan.devices}): this backend "
-                                               f"has no {axis} parallelism (its axes: {have})")
+            return _refuse(
+                f"parallel.{axis}",
+                f"{plan.mesh[axis]} (of parallel.devices {plan.devices}): this backend "
+                f"has no {axis} parallelism (its axes: {have})",
+            )
     if plan.hosts > 1 and not caps.multi_host:
         return _refuse("parallel.hosts", f"{plan.hosts}: {caps.single_host_why}")
     if caps.max_devices is not None and plan.devices > caps.max_devices:
@@ -293,8 +346,9 @@ def same_lr(applied: float | None, planned: float) -> bool:
     return applied is not None and abs(applied - planned) <= LR_ABS_TOLERANCE + LR_REL_TOLERANCE * abs(planned)
 
 
-def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] | None,
-                done: dict[str, Any] | None) -> list[str]:
+def differences(
+    plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] | None, done: dict[str, Any] | None
+) -> list[str]:
     """What the backend reported doing that the plan did not say, one phrase each.
 
     `steps` are the loop's samples: `rows`/`tokens_real`/`tokens_padded` are what the
@@ -323,8 +377,11 @@ def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] 
             continue
         if dtypes[kind] != planned:
             found.append(f"{kind} dtype {dtypes[kind]}, {planned} planned")
-    missing = [k for k in ("frozen_params", "trainable_params", "compute", "optimizer_state")
-               if k not in dtypes and getattr(plan.precision, k) != "-"]
+    missing = [
+        k
+        for k in ("frozen_params", "trainable_params", "compute", "optimizer_state")
+        if k not in dtypes and getattr(plan.precision, k) != "-"
+    ]
     if missing:
         found.append(f"dtypes not reported: {', '.join(missing)}")
     distinct = done.get("distinct_row_shards")
@@ -333,7 +390,11 @@ def differences(plan: Plan, steps: list[dict[str, Any]], window: dict[str, Any] 
     trainable = done.get("trainable_params")
     # A backend may execute a different LoRA layout only when the scenario opted in
     # explicitly (a backend option) and the record says why (e.g. Tunix's fused k/v).
-    if (plan.trainable_params is not None and trainable is not None and trainable != plan.trainable_params
-            and not done.get("trainable_params_deviation")):
+    if (
+        plan.trainable_params is not None
+        and trainable is not None
+        and trainable != plan.trainable_params
+        and not done.get("trainable_params_deviation")
+    ):
         found.append(f"{trainable:,} trainable parameters, {plan.trainable_params:,} planned")
     return found

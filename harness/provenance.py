@@ -28,21 +28,46 @@ def code_revision() -> dict[str, Any]:
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=normal")
     changed = [line[3:] for line in (status or "").splitlines() if line.strip()]
-    return {"commit": commit, "dirty": bool(changed) if status is not None else None,
-            "dirty_files": changed[:20]}
+    return {"commit": commit, "dirty": bool(changed) if status is not None else None, "dirty_files": changed[:20]}
 
 
 # Environment variables that change how fast (or on what) a run executes.
-PERFORMANCE_ENV = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "PJRT_DEVICE", "CPU_NUM_DEVICES", "TPU_ACCELERATOR_TYPE",
-                   "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
-                   "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "TORCHINDUCTOR_CACHE_DIR",
-                   "JAX_COMPILATION_CACHE_DIR", "JAX_ENABLE_X64", "JAX_PLATFORMS", "XLA_PYTHON_CLIENT_MEM_FRACTION",
-                   "XLA_PYTHON_CLIENT_PREALLOCATE", "USE_TORCH_XLA", "BENCH_FAULTS")
+PERFORMANCE_ENV = (
+    "XLA_FLAGS",
+    "LIBTPU_INIT_ARGS",
+    "PJRT_DEVICE",
+    "CPU_NUM_DEVICES",
+    "TPU_ACCELERATOR_TYPE",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "CUDA_VISIBLE_DEVICES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_ENABLE_X64",
+    "JAX_PLATFORMS",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "USE_TORCH_XLA",
+    "BENCH_FAULTS",
+)
 PERFORMANCE_ENV_PREFIXES = ("NCCL_", "TPU_", "XLA_", "LIBTPU_")
 # Runtime libraries whose version shapes accelerator numbers, when installed as packages.
-RUNTIME_PACKAGES = ("libtpu", "libtpu-nightly", "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt",
-                    "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu13",
-                    "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13")
+RUNTIME_PACKAGES = (
+    "libtpu",
+    "libtpu-nightly",
+    "jax-cuda12-plugin",
+    "jax-cuda13-plugin",
+    "jax-cuda12-pjrt",
+    "nvidia-cudnn-cu12",
+    "nvidia-cudnn-cu13",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu13",
+)
 
 
 def performance_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -75,18 +100,30 @@ def machine_state(load_before: list[float] | None) -> dict[str, Any]:
     exceeded the cores (other work competed for them: the figures are slower than the
     machine is)."""
     after, cores = load_average(), os.cpu_count()
-    state: dict[str, Any] = {"load_before": load_before, "load_after": after, "cpu_count": cores,
-                             "environment": performance_environment(), "runtime_packages": runtime_packages()}
+    state: dict[str, Any] = {
+        "load_before": load_before,
+        "load_after": after,
+        "cpu_count": cores,
+        "environment": performance_environment(),
+        "runtime_packages": runtime_packages(),
+    }
     busiest = max([(load_before or [0.0])[0], (after or [0.0])[0]])
     if cores and busiest > cores:
-        state["warning"] = (f"the machine was busy: load average {busiest:.2f} over its {cores} cores during the "
-                            "run; other work competed for them, so these figures understate the machine")
+        state["warning"] = (
+            f"the machine was busy: load average {busiest:.2f} over its {cores} cores during the "
+            "run; other work competed for them, so these figures understate the machine"
+        )
     return state
 
 
 def host() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
-            "python": sys.version.split()[0], "bench_version": __version__}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "bench_version": __version__,
+    }
 
 
 def utc_iso(epoch: float | None = None) -> str:

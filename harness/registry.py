@@ -60,7 +60,9 @@ def validate_backend_options(scenario, source: str) -> None:
     backends = all_backends()
     for name, block in scenario.backend_options.items():
         if name not in backends:
-            raise SpecError(source, f"backend_options.{name}", f"unknown backend (known: {', '.join(sorted(backends))})")
+            raise SpecError(
+                source, f"backend_options.{name}", f"unknown backend (known: {', '.join(sorted(backends))})"
+            )
         try:
             backends[name].options.model_validate(block)
         except ValidationError as exc:
@@ -94,7 +96,9 @@ def check_interpreters(configured: dict[str, str], names: list[str] | None = Non
     backends = all_backends()
     for name, path in configured.items():
         if name not in backends:
-            raise SpecError(f"--python {name}={path}", "", f"unknown backend {name!r} (known: {', '.join(sorted(backends))})")
+            raise SpecError(
+                f"--python {name}={path}", "", f"unknown backend {name!r} (known: {', '.join(sorted(backends))})"
+            )
     for name in names or []:
         path = interpreter_for(name, configured)
         if path == sys.executable or shutil.which(path):
@@ -126,8 +130,13 @@ def probe(name: str, python: str, timeout_s: float = 180.0) -> ProbeResult:
     try:
         # A probe needs no device memory; JAX would otherwise grab 75% of each GPU, and
         # probes run side by side (probe_all).
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env=worker_env({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}))
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=worker_env({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+        )
     except FileNotFoundError:
         return ProbeResult(name, python, Probe(False, f"interpreter not found: {python}"))
     except subprocess.TimeoutExpired:
@@ -168,8 +177,11 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
         return result
     ranked = [info.name for info in sorted(all_backends().values(), key=lambda info: -info.priority)]
     # Side by side where that is safe; else one at a time, stopping at the first accelerator.
-    results = ((probe(name, interpreter_for(name, interpreters)) for name in ranked) if exclusive_accelerator()
-               else iter(probe_all(ranked, interpreters)))
+    results = (
+        (probe(name, interpreter_for(name, interpreters)) for name in ranked)
+        if exclusive_accelerator()
+        else iter(probe_all(ranked, interpreters))
+    )
     fallback, reasons = None, []
     for result in results:
         if result.probe.available and result.probe.device_kind != "cpu":
@@ -178,6 +190,7 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
             fallback = result
         reasons.append(f"{result.name}: {result.probe.reason or 'available'}")
     if fallback is None:
-        raise BackendUnavailable(f"no backend is available ({'; '.join(reasons)}): install one, "
-                                 "e.g. pip install -e '.[torch]'")
+        raise BackendUnavailable(
+            f"no backend is available ({'; '.join(reasons)}): install one, e.g. pip install -e '.[torch]'"
+        )
     return fallback

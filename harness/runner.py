@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import hosts
+from harness import hosts, registry
 from harness import plan as plans
-from harness import registry
 from harness.cost import load_catalog, parse_fleet, price_for
 from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
@@ -83,8 +82,11 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     base = validate(read_document(request.scenario_path), request.scenario_path)
     catalog = preflight(request, base)  # seconds, before any backend is probed
-    chosen = request.probed if request.probed is not None else registry.choose_backend(
-        request.backend or base.backend, request.interpreters)
+    chosen = (
+        request.probed
+        if request.probed is not None
+        else registry.choose_backend(request.backend or base.backend, request.interpreters)
+    )
     profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
     for run in runs:
@@ -107,8 +109,9 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         keys = serve_points.record_keys(run, key) if task == "serve" else [key]  # a sweep: one per point
         if done_already(task, plan, keys, done):
             skipped.append(run)
-            skipped_records.append({"path": done[keys[0]], "run_key": keys[0], "task": task, "variant": run.variant,
-                                    "repeat": run.repeat})
+            skipped_records.append(
+                {"path": done[keys[0]], "run_key": keys[0], "task": task, "variant": run.variant, "repeat": run.repeat}
+            )
             progress.skipped(run, number, len(jobs))
             continue
         progress.start(run, number, len(jobs), chosen, task)
@@ -123,9 +126,20 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         finished = time.time()
         # A serve sweep's worker measured every point: one record per point.
         for run, key, outcome in serve_points.split(run, key, outcome) if task == "serve" else [(run, key, outcome)]:
-            record = build_record(run, backend, chosen.python, chosen.probe, outcome, key=key, started=started,
-                                  finished=finished, catalog=catalog, command=request.command, task=task,
-                                  plan=plan if task == "train" else None)
+            record = build_record(
+                run,
+                backend,
+                chosen.python,
+                chosen.probe,
+                outcome,
+                key=key,
+                started=started,
+                finished=finished,
+                catalog=catalog,
+                command=request.command,
+                task=task,
+                plan=plan if task == "train" else None,
+            )
             if staging is not None:  # the trace files go next to the record, named by it
                 from harness.trace import attach
 
@@ -158,9 +172,15 @@ def preflight(request: RunRequest, base: Scenario) -> dict[str, Any]:
     naming the flag or field, in seconds, instead of a failure an hour into a sweep.
     Returns the price catalog."""
     source = request.scenario_path
-    if request.timeout_s is not None and not (math.isfinite(request.timeout_s) and 0 < request.timeout_s <= MAX_SECONDS):
-        raise SpecError("--timeout", "", f"a per-run time limit is a number of seconds > 0 and at most "
-                                         f"{MAX_SECONDS:.0f} (a week), got {request.timeout_s:g}")
+    if request.timeout_s is not None and not (
+        math.isfinite(request.timeout_s) and 0 < request.timeout_s <= MAX_SECONDS
+    ):
+        raise SpecError(
+            "--timeout",
+            "",
+            f"a per-run time limit is a number of seconds > 0 and at most "
+            f"{MAX_SECONDS:.0f} (a week), got {request.timeout_s:g}",
+        )
     catalog = load_catalog(request.prices_file)
     requested = request.backend or base.backend
     if requested:
@@ -216,17 +236,23 @@ def check_budget_prices(runs: list[ResolvedRun], accelerator: str, catalog: dict
                 key = parse_fleet(scenario.serve.accelerator).accelerator
             for i, budget in enumerate(scenario.budgets):
                 if budget.metric in _PRICED_METRICS[task] and price_for(key, scenario.cost, catalog) is None:
-                    raise SpecError(_where(source, run), f"budgets.{i}.metric",
-                                    f"{budget.metric} needs a price for {key!r} ({scenario.cost.pricing}), and neither "
-                                    f"the price catalog nor cost.prices has one: add cost.prices.{key} or --prices FILE")
+                    raise SpecError(
+                        _where(source, run),
+                        f"budgets.{i}.metric",
+                        f"{budget.metric} needs a price for {key!r} ({scenario.cost.pricing}), and neither "
+                        f"the price catalog nor cost.prices has one: add cost.prices.{key} or --prices FILE",
+                    )
 
 
 def successful_records(results_dir: Path) -> dict[str, str]:
     """run_key -> path of the successful records already in the store (for resume)."""
     if not Path(results_dir).is_dir():
         return {}
-    return {r["run_key"]: r["_path"] for r in load_records([results_dir]).records
-            if r.get("status") == "ok" and r.get("run_key")}
+    return {
+        r["run_key"]: r["_path"]
+        for r in load_records([results_dir]).records
+        if r.get("status") == "ok" and r.get("run_key")
+    }
 
 
 # --------------------------------------------------------------------------- saving
@@ -260,8 +286,7 @@ def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":
         return None
     info = registry.get(chosen.name)
     probe = chosen.probe
-    return plans.resolve(run.scenario, probe.device_kind, probe.device_count, info.capabilities,
-                         _where(source, run))
+    return plans.resolve(run.scenario, probe.device_kind, probe.device_count, info.capabilities, _where(source, run))
 
 
 def _where(source: str, run: ResolvedRun) -> str:
@@ -279,23 +304,38 @@ def trace_staging(results_dir: Path, scenario: Scenario, task: str) -> Path | No
     return Path(tempfile.mkdtemp(dir=results_dir, prefix=".tmp-trace-"))
 
 
-def execute_run(run: ResolvedRun, chosen, timeout_s: float | None, on_event: Callable[[dict], None],
-                task: str = "train", plan=None, trace_dir: Path | None = None) -> dict:
+def execute_run(
+    run: ResolvedRun,
+    chosen,
+    timeout_s: float | None,
+    on_event: Callable[[dict], None],
+    task: str = "train",
+    plan=None,
+    trace_dir: Path | None = None,
+) -> dict:
     """Run one worker to completion, timeout or death; {"facts": ...} or {"failure": ...}."""
     info = registry.get(chosen.name)
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         job_path, facts_path, log_path, events_path = (
-            Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl"))
-        job = {"backend": chosen.name, "task": task, "scenario": run.scenario.model_dump(mode="json"),
-               "plan": plan.model_dump(mode="json") if plan is not None else None,
-               "facts_path": str(facts_path), "trace_dir": str(trace_dir) if trace_dir is not None else None}
+            Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl")
+        )
+        job = {
+            "backend": chosen.name,
+            "task": task,
+            "scenario": run.scenario.model_dump(mode="json"),
+            "plan": plan.model_dump(mode="json") if plan is not None else None,
+            "facts_path": str(facts_path),
+            "trace_dir": str(trace_dir) if trace_dir is not None else None,
+        }
         job_path.write_text(json.dumps(job))
         launch = info.launch(plan) if info.launch and task == "train" else []
         launched = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env=registry.worker_env({**info.env, EVENT_FILE_ENV: str(events_path)}),
                 start_new_session=True,  # its own process group: a kill reaches its children
             )
@@ -368,8 +408,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path) -> dict:
     tail = _tail(log_path)
     if timed_out:
-        return {"failure": {"kind": "timeout", "reason": f"exceeded the run time limit of {timeout_s:g} s; killed",
-                            "exit_code": code, "log_tail": tail}}
+        return {
+            "failure": {
+                "kind": "timeout",
+                "reason": f"exceeded the run time limit of {timeout_s:g} s; killed",
+                "exit_code": code,
+                "log_tail": tail,
+            }
+        }
     facts = _read_facts(facts_path)
     if facts is not None and "failure" not in facts and code == 0:
         return {"facts": facts}
@@ -377,7 +423,10 @@ def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Pa
     reported = [f["failure"] for f in [facts, *rank_failures] if f and "failure" in f]
     failure = dict(reported[0]) if reported else {}
     if not failure:
-        failure = {"kind": "killed" if code < 0 else "crash", "reason": _exit_reason(code, wrote_facts=facts is not None)}
+        failure = {
+            "kind": "killed" if code < 0 else "crash",
+            "reason": _exit_reason(code, wrote_facts=facts is not None),
+        }
     failure.update(exit_code=code, log_tail=tail)
     return {"failure": failure}
 

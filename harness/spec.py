@@ -84,8 +84,10 @@ class Section(BaseModel):
             for name, value in data.items():
                 info = cls.model_fields.get(name) if isinstance(name, str) else None
                 if isinstance(value, bool) and info is not None and not _accepts_bool(info.annotation):
-                    raise ValueError(f"{name}: got the boolean {str(value).lower()}, which this field does not "
-                                     "take (YAML reads yes/no/on/off/true/false as booleans: quote a text value)")
+                    raise ValueError(
+                        f"{name}: got the boolean {str(value).lower()}, which this field does not "
+                        "take (YAML reads yes/no/on/off/true/false as booleans: quote a text value)"
+                    )
         return data
 
 
@@ -220,7 +222,15 @@ class LoraSpec(Section):
     alpha: float = Field(16.0, gt=0, le=1e6)
     dropout: float = Field(0.0, ge=0, lt=1)
     # At least one: LoRA on no module trains nothing.
-    target_modules: Annotated[tuple[str, ...], Field(min_length=1)] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    target_modules: Annotated[tuple[str, ...], Field(min_length=1)] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
 
 
 class OptimizerSpec(Section):
@@ -275,9 +285,7 @@ class TrainSpec(Section):
     @model_validator(mode="after")
     def _batches_divide(self) -> "TrainSpec":
         if self.global_batch % self.micro_batch:
-            raise ValueError(
-                f"global_batch: {self.global_batch} is not a multiple of micro_batch {self.micro_batch}"
-            )
+            raise ValueError(f"global_batch: {self.global_batch} is not a multiple of micro_batch {self.micro_batch}")
         if self.warmup_steps >= self.steps:
             raise ValueError(f"warmup_steps: {self.warmup_steps} leaves no measured step of {self.steps}")
         return self
@@ -420,17 +428,31 @@ class PromptSpec(Section):
     def _fields_of_the_source(self) -> "PromptSpec":
         random_words = self.source in ("synthetic", "shared-prefix")
         if self.input_words_max is not None and not random_words:
-            raise ValueError(f"input_words_max: only synthetic and shared-prefix prompts have a length (source is {self.source})")
+            raise ValueError(
+                f"input_words_max: only synthetic and shared-prefix prompts have a length (source is {self.source})"
+            )
         if self.input_words_max is not None and self.input_words_max < self.input_words:
             raise ValueError(f"input_words_max: {self.input_words_max} is below input_words {self.input_words}")
         shared = self.source == "shared-prefix"
         for name in ("prefix_words", "num_prefixes"):
             if (getattr(self, name) is None) == shared:
-                raise ValueError(f"{name}: " + ("source: shared-prefix needs it" if shared
-                                                else f"only source: shared-prefix has it (source is {self.source})"))
+                raise ValueError(
+                    f"{name}: "
+                    + (
+                        "source: shared-prefix needs it"
+                        if shared
+                        else f"only source: shared-prefix has it (source is {self.source})"
+                    )
+                )
         if (self.turns is None) == (self.source == "multi-turn"):
-            raise ValueError("turns: " + ("source: multi-turn needs the number of user turns (>= 2)"
-                                          if self.turns is None else f"only source: multi-turn has turns (source is {self.source})"))
+            raise ValueError(
+                "turns: "
+                + (
+                    "source: multi-turn needs the number of user turns (>= 2)"
+                    if self.turns is None
+                    else f"only source: multi-turn has turns (source is {self.source})"
+                )
+            )
         return self
 
 
@@ -463,13 +485,21 @@ class LoadSpec(Section):
     @model_validator(mode="after")
     def _one_load(self) -> "LoadSpec":
         if self.concurrency is not None and (self.request_rate is not None or self.ramp is not None):
-            raise ValueError("concurrency: a closed loop's requests in flight; it does not combine with request_rate "
-                             "or ramp (cap an open loop's requests in flight with max_concurrency)")
+            raise ValueError(
+                "concurrency: a closed loop's requests in flight; it does not combine with request_rate "
+                "or ramp (cap an open loop's requests in flight with max_concurrency)"
+            )
         if self.request_rate is not None and self.ramp is not None:
             raise ValueError("ramp: gives the rate itself; drop request_rate")
         if (self.burstiness is not None) != (self.arrival == "gamma"):
-            raise ValueError("burstiness: " + ("arrival: gamma needs it (1 = Poisson, < 1 burstier, > 1 steadier)"
-                                               if self.burstiness is None else "only arrival: gamma has a burstiness"))
+            raise ValueError(
+                "burstiness: "
+                + (
+                    "arrival: gamma needs it (1 = Poisson, < 1 burstier, > 1 steadier)"
+                    if self.burstiness is None
+                    else "only arrival: gamma has a burstiness"
+                )
+            )
         if self.concurrency is not None:
             for name in ("arrival", "max_concurrency"):
                 if getattr(self, name) is not None:
@@ -502,8 +532,11 @@ class SloSpec(Section):
 
     @property
     def targets(self) -> dict[str, float]:
-        return {k: v for k, v in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2el_s", self.e2el_s))
-                if v is not None}
+        return {
+            k: v
+            for k, v in (("ttft_s", self.ttft_s), ("tpot_s", self.tpot_s), ("e2el_s", self.e2el_s))
+            if v is not None
+        }
 
     @model_validator(mode="after")
     def _percentile_of_something(self) -> "SloSpec":
@@ -522,10 +555,19 @@ class SweepSpec(Section):
     once `max_duration_s` has passed, the point in flight is cut short (its unfinished
     requests are errors) and the rest are recorded as not run."""
 
-    request_rate: Annotated[tuple[Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)], ...],
-                            Field(min_length=1, max_length=MAX_LOAD_POINTS)] | None = None
-    concurrency: Annotated[tuple[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)], ...],
-                           Field(min_length=1, max_length=MAX_LOAD_POINTS)] | None = None
+    request_rate: (
+        Annotated[
+            tuple[Annotated[float, Field(gt=0, le=MAX_REQUEST_RATE)], ...],
+            Field(min_length=1, max_length=MAX_LOAD_POINTS),
+        ]
+        | None
+    ) = None
+    concurrency: (
+        Annotated[
+            tuple[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)], ...], Field(min_length=1, max_length=MAX_LOAD_POINTS)
+        ]
+        | None
+    ) = None
     max_duration_s: float = Field(3600.0, gt=0, le=MAX_SECONDS)
 
     @model_validator(mode="after")
@@ -617,10 +659,14 @@ class ServeSpec(Section):
             raise ValueError("launch: engine: launch needs a launch section (command)")
         if self.output_tokens_max is not None:
             if self.output_tokens_max < self.output_tokens:
-                raise ValueError(f"output_tokens_max: {self.output_tokens_max} is below output_tokens {self.output_tokens}")
+                raise ValueError(
+                    f"output_tokens_max: {self.output_tokens_max} is below output_tokens {self.output_tokens}"
+                )
             if not self.force_output_length:
-                raise ValueError("output_tokens_max: a length distribution needs force_output_length: true "
-                                 "(otherwise the model's end-of-sequence decides the lengths)")
+                raise ValueError(
+                    "output_tokens_max: a length distribution needs force_output_length: true "
+                    "(otherwise the model's end-of-sequence decides the lengths)"
+                )
         self._loads_fit()
         return self
 
@@ -631,16 +677,27 @@ class ServeSpec(Section):
         if sweep is not None and search is not None:
             raise ValueError("slo_search: a search picks its own rates; it does not combine with a sweep")
         if (sweep or search) and self.engine == "local":
-            raise ValueError(f"{'sweep' if sweep else 'slo_search'}: needs a server (engine endpoint or launch); "
-                             "the local engine serves one request at a time")
-        if self.engine == "local" and (load.concurrency or 1) > 1 or self.engine == "local" and (load.max_concurrency or 1) > 1:
-            raise ValueError(f"load.{'concurrency' if load.concurrency else 'max_concurrency'}: the local engine serves "
-                             "one request at a time; use a server (engine endpoint or launch) for more in flight")
+            raise ValueError(
+                f"{'sweep' if sweep else 'slo_search'}: needs a server (engine endpoint or launch); "
+                "the local engine serves one request at a time"
+            )
+        if (
+            self.engine == "local"
+            and (load.concurrency or 1) > 1
+            or self.engine == "local"
+            and (load.max_concurrency or 1) > 1
+        ):
+            raise ValueError(
+                f"load.{'concurrency' if load.concurrency else 'max_concurrency'}: the local engine serves "
+                "one request at a time; use a server (engine endpoint or launch) for more in flight"
+            )
         by_rate = search is not None or (sweep is not None and sweep.axis == "request_rate")
         if by_rate and (load.concurrency is not None or load.request_rate is not None or load.ramp is not None):
             given = "concurrency" if load.concurrency is not None else "request_rate" if load.request_rate else "ramp"
-            raise ValueError(f"load.{given}: the {'slo_search' if search else 'sweep'} gives each point's request "
-                             "rate; drop it from load")
+            raise ValueError(
+                f"load.{given}: the {'slo_search' if search else 'sweep'} gives each point's request "
+                "rate; drop it from load"
+            )
         if sweep is not None and sweep.axis == "concurrency":
             for name in ("concurrency", "request_rate", "ramp", "arrival", "max_concurrency"):
                 if getattr(load, name) is not None:
@@ -648,10 +705,14 @@ class ServeSpec(Section):
         if not by_rate and not load.open_loop and load.max_concurrency is not None:
             raise ValueError("load.max_concurrency: caps an open loop; give request_rate or ramp")
         if not by_rate and not load.open_loop and load.arrival is not None:
-            raise ValueError("load.arrival: only an open loop (request_rate, ramp, a rate sweep or search) has arrivals")
+            raise ValueError(
+                "load.arrival: only an open loop (request_rate, ramp, a rate sweep or search) has arrivals"
+            )
         if search is not None and (not self.slo.targets or self.slo.percentile is None):
-            raise ValueError("slo.percentile: slo_search needs SLO targets and the percentile at which they must hold "
-                             "(e.g. slo: {ttft_s: 0.5, percentile: 90})")
+            raise ValueError(
+                "slo.percentile: slo_search needs SLO targets and the percentile at which they must hold "
+                "(e.g. slo: {ttft_s: 0.5, percentile: 90})"
+            )
 
 
 # --------------------------------------------------------------------------- trace
@@ -708,9 +769,11 @@ class Scenario(Section):
             raise ValueError("trace: traces the train task's steps, and this scenario trains nothing")
         measured = self.train.measured_steps
         if self.trace.first + self.trace.steps >= measured:
-            raise ValueError(f"trace.steps: steps {self.trace.first}..{self.trace.first + self.trace.steps - 1} of the "
-                             f"{measured} measured steps would leave none untraced for the statistics "
-                             "(raise train.steps, or trace fewer)")
+            raise ValueError(
+                f"trace.steps: steps {self.trace.first}..{self.trace.first + self.trace.steps - 1} of the "
+                f"{measured} measured steps would leave none untraced for the statistics "
+                "(raise train.steps, or trace fewer)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -718,8 +781,7 @@ class Scenario(Section):
         max_pos = self.model.architecture().get("max_position_embeddings")
         if max_pos and self.sequence.max_length > max_pos:
             raise ValueError(
-                f"sequence.max_length: {self.sequence.max_length} exceeds the model's "
-                f"max_position_embeddings {max_pos}"
+                f"sequence.max_length: {self.sequence.max_length} exceeds the model's max_position_embeddings {max_pos}"
             )
         if self.tasks is not None and "serve" in self.tasks and self.serve is None:
             raise ValueError("tasks: serve needs a serve section")

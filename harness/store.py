@@ -40,8 +40,14 @@ def slug(text: str) -> str:
 def record_filename(record: dict[str, Any]) -> str:
     stamp = record["provenance"]["finished_at"].replace(":", "").replace("-", "")[:15]
     scenario = record["scenario"]
-    parts = [stamp, scenario["name"], record["backend"]["name"], scenario["variant"], f"r{scenario['repeat']}",
-             record["run_id"][:8]]
+    parts = [
+        stamp,
+        scenario["name"],
+        record["backend"]["name"],
+        scenario["variant"],
+        f"r{scenario['repeat']}",
+        record["run_id"][:8],
+    ]
     return "-".join(slug(p) for p in parts) + ".json"
 
 
@@ -93,7 +99,9 @@ def load_record(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a bench result record")
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema version {version!r} is newer than this bench ({SCHEMA_VERSION}); upgrade bench")
+        raise ValueError(
+            f"{path}: schema version {version!r} is newer than this bench ({SCHEMA_VERSION}); upgrade bench"
+        )
     while version < SCHEMA_VERSION:
         doc = MIGRATIONS[version](doc)
         version = doc["schema_version"]

@@ -84,11 +84,19 @@ def load_suite(path: str) -> Suite:
         raise first_error(exc, path) from None
 
 
-def _request(suite_path: str, index: int, entry: SuiteEntry, options: dict[str, Any], dry_run: bool,
-             probed) -> RunRequest:
+def _request(
+    suite_path: str, index: int, entry: SuiteEntry, options: dict[str, Any], dry_run: bool, probed
+) -> RunRequest:
     scenario = Path(suite_path).parent / entry.scenario
-    return RunRequest(scenario_path=str(scenario), backend=entry.backend, overrides=dict(entry.set),
-                      profile=entry.profile, dry_run=dry_run, probed=probed, **options)
+    return RunRequest(
+        scenario_path=str(scenario),
+        backend=entry.backend,
+        overrides=dict(entry.set),
+        profile=entry.profile,
+        dry_run=dry_run,
+        probed=probed,
+        **options,
+    )
 
 
 def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool = False) -> SuiteResult:
@@ -110,8 +118,12 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
         except BackendUnavailable as exc:
             raise SpecError(suite_path, f"runs.{i}.backend", str(exc)) from None
         if not (Path(suite_path).parent / entry.scenario).is_file():
-            raise SpecError(suite_path, f"runs.{i}.scenario", f"no such scenario file: "
-                            f"{Path(suite_path).parent / entry.scenario} (paths are relative to the suite file)")
+            raise SpecError(
+                suite_path,
+                f"runs.{i}.scenario",
+                f"no such scenario file: "
+                f"{Path(suite_path).parent / entry.scenario} (paths are relative to the suite file)",
+            )
     available = _probe(suite, options.get("interpreters", {}))
     result = SuiteResult(suite)
     for i, entry in enumerate(suite.runs):
@@ -120,8 +132,12 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
         probe = probed.probe
         if not probe.available:
             if not entry.optional:
-                raise SpecError(suite_path, f"runs.{i}.backend", f"{entry.backend} is not available here: "
-                                f"{probe.reason} (mark the entry optional: true to skip it where not installed)")
+                raise SpecError(
+                    suite_path,
+                    f"runs.{i}.backend",
+                    f"{entry.backend} is not available here: "
+                    f"{probe.reason} (mark the entry optional: true to skip it where not installed)",
+                )
             outcome.skipped_reason = f"{entry.backend} is not available here: {probe.reason}"
         else:
             # The dry run of every entry before any work: scenario, overrides, options, plan.
@@ -131,8 +147,10 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
         return result
     for outcome in result.outcomes:
         if outcome.skipped_reason is None:
-            outcome.result = run_sweep(_request(suite_path, outcome.index, outcome.entry, options, False,
-                                                available[outcome.entry.backend]), progress)
+            outcome.result = run_sweep(
+                _request(suite_path, outcome.index, outcome.entry, options, False, available[outcome.entry.backend]),
+                progress,
+            )
     result.report_path = _write_report(suite, options["results_dir"])
     return result
 
@@ -146,13 +164,12 @@ def _probe(suite: Suite, interpreters: dict[str, str]) -> dict[str, Any]:
 def _write_report(suite: Suite, results_dir: Path) -> Path | None:
     """One report of every record in the suite's results directory (resumed runs'
     earlier records included: they are the suite's too)."""
+    from harness.store import load_records
     from reports.model import build
     from reports.render import output_format, write
-    from harness.store import load_records
 
     records = load_records([results_dir]).records if Path(results_dir).is_dir() else []
     if not records:
         return None
     path, fmt = output_format(suite.report, None)
     return write(build(records), path, fmt)
-

@@ -61,15 +61,24 @@ class Programs:
     line: str = ""
 
     def matches(self, event: "Event") -> bool:
-        return ((not self.names or event.name in self.names)
-                and (not self.categories or event.cat in self.categories)
-                and (not self.plane_prefix or event.plane.startswith(self.plane_prefix))
-                and (not self.line or event.line == self.line))
+        return (
+            (not self.names or event.name in self.names)
+            and (not self.categories or event.cat in self.categories)
+            and (not self.plane_prefix or event.plane.startswith(self.plane_prefix))
+            and (not self.line or event.line == self.line)
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                (("names", self.names), ("categories", self.categories),
-                 ("plane_prefix", self.plane_prefix), ("line", self.line)) if v}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in (
+                ("names", self.names),
+                ("categories", self.categories),
+                ("plane_prefix", self.plane_prefix),
+                ("line", self.line),
+            )
+            if v
+        }
 
 
 # XLA's executed programs, as the XLA runtime itself records them. On a TPU or GPU: the
@@ -78,8 +87,9 @@ class Programs:
 # the runtime records `ThunkExecutor::Execute` on its worker threads (the PjRt client's
 # and XLA's Eigen pool), `(wait for completion)` where the caller waits for one to finish.
 XLA_DEVICE_MODULES = Programs(plane_prefix="/device:", line="XLA Modules")
-XLA_CPU_THUNKS = Programs(names=("ThunkExecutor::Execute", "ThunkExecutor::Execute (wait for completion)"),
-                          plane_prefix="/host:CPU")
+XLA_CPU_THUNKS = Programs(
+    names=("ThunkExecutor::Execute", "ThunkExecutor::Execute (wait for completion)"), plane_prefix="/host:CPU"
+)
 
 
 class Capture(Protocol):
@@ -128,8 +138,11 @@ def read_events(path: Path) -> list[Event]:
 def chrome_events(doc: dict[str, Any] | list) -> list[Event]:
     """Complete events ("ph": "X") of a Chrome trace; `ts` and `dur` are microseconds."""
     rows = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    return [Event(str(e["name"]), float(e["ts"]) * 1e3, float(e.get("dur", 0.0)) * 1e3, str(e.get("cat", "")))
-            for e in rows if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "name" in e]
+    return [
+        Event(str(e["name"]), float(e["ts"]) * 1e3, float(e.get("dur", 0.0)) * 1e3, str(e.get("cat", "")))
+        for e in rows
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "name" in e
+    ]
 
 
 # XSpace (tsl/profiler/protobuf/xplane.proto), the fields read here:
@@ -158,11 +171,11 @@ def _fields(data: bytes):
             value, pos = _varint(data, pos)
         elif wire == 2:
             size, pos = _varint(data, pos)
-            value, pos = data[pos:pos + size], pos + size
+            value, pos = data[pos : pos + size], pos + size
         elif wire == 1:
-            value, pos = int.from_bytes(data[pos:pos + 8], "little"), pos + 8
+            value, pos = int.from_bytes(data[pos : pos + 8], "little"), pos + 8
         elif wire == 5:
-            value, pos = int.from_bytes(data[pos:pos + 4], "little"), pos + 4
+            value, pos = int.from_bytes(data[pos : pos + 4], "little"), pos + 4
         else:
             raise ValueError(f"XSpace: unsupported protobuf wire type {wire}")
         yield number, value
@@ -203,8 +216,15 @@ def xspace_events(data: bytes) -> list[Event]:
             label = (display or line_name).decode("utf-8", "replace")
             for item in raw:
                 f = dict(_fields(item))
-                events.append(Event(names.get(f.get(1, 0), ""), origin + f.get(2, 0) / 1e3, f.get(3, 0) / 1e3,
-                                    plane=plane_name, line=label))
+                events.append(
+                    Event(
+                        names.get(f.get(1, 0), ""),
+                        origin + f.get(2, 0) / 1e3,
+                        f.get(3, 0) / 1e3,
+                        plane=plane_name,
+                        line=label,
+                    )
+                )
     return events
 
 
@@ -223,7 +243,8 @@ def collect(backend) -> dict[str, Any]:
     programs = program_times(events, capture.programs, spans)
     compiles = attribute(events, capture.compile_events, spans)
     return {
-        "tool": capture.tool, "steps": recorder.traced,
+        "tool": capture.tool,
+        "steps": recorder.traced,
         "files": sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()),
         "read": [str(p.relative_to(directory)) for p in mine],
         "span_s": {str(i): s.duration_ns / 1e9 for i, s in spans.items()},
@@ -248,8 +269,9 @@ def step_spans(events: list[Event], steps: list[int]) -> dict[int, Event]:
     return spans
 
 
-def program_times(events: list[Event], programs: Programs,
-                  spans: dict[int, Event]) -> dict[int, tuple[float, int, float]]:
+def program_times(
+    events: list[Event], programs: Programs, spans: dict[int, Event]
+) -> dict[int, tuple[float, int, float]]:
     """Each traced step's programs' time in seconds, from the start of the first event
     `programs` selects among those starting within the step's span to the end of the
     last; how many such events there were; and the first one's start (ns, profiler
@@ -279,8 +301,14 @@ def attribute(events: list[Event], names: tuple[str, ...], spans: dict[int, Even
     for event in sorted((e for e in events if e.name in names), key=lambda e: e.start_ns):
         step = next((i for i, s in spans.items() if s.start_ns <= event.start_ns <= s.end_ns), None)
         origin = spans[step].start_ns if step is not None else first.start_ns
-        out.append({"step": step, "name": event.name, "start_s": (event.start_ns - origin) / 1e9,
-                    "duration_s": event.duration_ns / 1e9})
+        out.append(
+            {
+                "step": step,
+                "name": event.name,
+                "start_s": (event.start_ns - origin) / 1e9,
+                "duration_s": event.duration_ns / 1e9,
+            }
+        )
     return out
 
 
@@ -300,26 +328,35 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
             compiled_trace[str(c["step"])] = compiled_trace.get(str(c["step"]), 0) + 1
     compiled_harness = {str(i): by_index[i]["num_compiles"] for i in traced if by_index[i]["num_compiles"] > 0}
     return {
-        "tool": trace["tool"], "files": trace["files"], "steps": traced,
-        "step_time_s": {"convention": "first framework program event start to last program event end within "
-                                      "the step, on the profiler's clock (events: programs; the step's events: "
-                                      "those starting within its bench.step.N span)",
-                        "programs": trace["programs"],
-                        "trace": trace_s, "harness": harness_s,
-                        # The bench.step.N spans (just before the harness's clock starts to
-                        # right after its sync), and how many program events each step held.
-                        "span": [trace["span_s"][str(i)] for i in traced],
-                        "program_events": [trace["program_events"][str(i)] for i in traced],
-                        "trace_median": trace_median, "harness_median": harness_median,
-                        "ratio": trace_median / harness_median if harness_median > 0 else None},
+        "tool": trace["tool"],
+        "files": trace["files"],
+        "steps": traced,
+        "step_time_s": {
+            "convention": "first framework program event start to last program event end within "
+            "the step, on the profiler's clock (events: programs; the step's events: "
+            "those starting within its bench.step.N span)",
+            "programs": trace["programs"],
+            "trace": trace_s,
+            "harness": harness_s,
+            # The bench.step.N spans (just before the harness's clock starts to
+            # right after its sync), and how many program events each step held.
+            "span": [trace["span_s"][str(i)] for i in traced],
+            "program_events": [trace["program_events"][str(i)] for i in traced],
+            "trace_median": trace_median,
+            "harness_median": harness_median,
+            "ratio": trace_median / harness_median if harness_median > 0 else None,
+        },
         "period_s": _periods(trace.get("period_s") or {}, by_index),
         # What tracing cost: the traced steps' harness median over the untraced steady one.
         "slowdown": harness_median / statistics.median(calm) if calm else None,
         "compile_events": trace["compile_events"],
         # Compiles per traced step (steps with none left out): the trace's compile events,
         # and the harness's counters.
-        "compile_steps": {"trace": compiled_trace, "harness": compiled_harness,
-                          "agree": compiled_trace == compiled_harness},
+        "compile_steps": {
+            "trace": compiled_trace,
+            "harness": compiled_harness,
+            "agree": compiled_trace == compiled_harness,
+        },
         "compiles": trace["compiles"],
     }
 
@@ -328,18 +365,33 @@ def _periods(period_s: dict[str, float], by_index: dict[int, dict[str, Any]]) ->
     """torchprime's convention (`step_periods`) beside the harness's times of the same
     steps: the profiler's clock on the device program timeline against ours. Needs two
     consecutive traced steps."""
-    convention = ("torchprime's: from the first framework program event of a step to the first of the next "
-                  "traced step, on the profiler's clock (host time between programs included)")
+    convention = (
+        "torchprime's: from the first framework program event of a step to the first of the next "
+        "traced step, on the profiler's clock (host time between programs included)"
+    )
     if not period_s:
-        return {"convention": convention, "trace": [], "harness": [], "trace_median": None, "harness_median": None,
-                "ratio": None, "why_none": "needs two consecutive traced steps (trace.steps >= 2)"}
+        return {
+            "convention": convention,
+            "trace": [],
+            "harness": [],
+            "trace_median": None,
+            "harness_median": None,
+            "ratio": None,
+            "why_none": "needs two consecutive traced steps (trace.steps >= 2)",
+        }
     steps = sorted(int(i) for i in period_s)
     trace_s = [period_s[str(i)] for i in steps]
     harness_s = [by_index[i]["time_s"] for i in steps]
     trace_median, harness_median = statistics.median(trace_s), statistics.median(harness_s)
-    return {"convention": convention, "steps": steps, "trace": trace_s, "harness": harness_s,
-            "trace_median": trace_median, "harness_median": harness_median,
-            "ratio": trace_median / harness_median if harness_median > 0 else None}
+    return {
+        "convention": convention,
+        "steps": steps,
+        "trace": trace_s,
+        "harness": harness_s,
+        "trace_median": trace_median,
+        "harness_median": harness_median,
+        "ratio": trace_median / harness_median if harness_median > 0 else None,
+    }
 
 
 def attach(record: dict[str, Any], staging: Path, results_dir: Path, filename: str) -> None:

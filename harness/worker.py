@@ -86,10 +86,9 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     from harness import faults
     from harness.data.batches import build_batches
     from harness.plan import Plan
+    from harness.provenance import load_average, machine_state
     from harness.registry import get, options_for
     from harness.spec import Scenario
-
-    from harness.provenance import load_average, machine_state
 
     started_at, load_before = time.time(), load_average()
     scenario = Scenario.model_validate(job["scenario"])
@@ -111,10 +110,16 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     backend.trace_dir = job.get("trace_dir")  # harness.trace: where a traced run writes
     loop = backend.run()
     facts = {
-        "started_at": started_at, "setup_s": setup_s, "model": asdict(model),
-        "data": backend.batches.description, "loop": loop.to_json(),
-        "memory": asdict(backend.memory()), "accelerator": backend.accelerator(),
-        "versions": backend.versions(), "notes": backend.notes(), "extra": backend.extra_facts(),
+        "started_at": started_at,
+        "setup_s": setup_s,
+        "model": asdict(model),
+        "data": backend.batches.description,
+        "loop": loop.to_json(),
+        "memory": asdict(backend.memory()),
+        "accelerator": backend.accelerator(),
+        "versions": backend.versions(),
+        "notes": backend.notes(),
+        "extra": backend.extra_facts(),
         "done": {**backend.done(), "trainable_params": model.num_trainable_params},
         "compile_cache": backend.compile_cache(),
     }
@@ -139,8 +144,11 @@ def _check_vocab(tokenizer_vocab: int, model_vocab: int) -> None:
 def failure_from(exc: BaseException) -> dict[str, Any]:
     name = type(exc).__name__
     oom = "OutOfMemory" in name or "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
-    return {"kind": "oom" if oom else "error", "reason": f"{name}: {exc}".strip()[:2000],
-            "traceback": traceback.format_exc()[-4000:]}
+    return {
+        "kind": "oom" if oom else "error",
+        "reason": f"{name}: {exc}".strip()[:2000],
+        "traceback": traceback.format_exc()[-4000:],
+    }
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:

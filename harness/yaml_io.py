@@ -29,9 +29,7 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
 )
 
 
@@ -74,7 +72,9 @@ def parse_yaml(text: str, source: str) -> Any:
     except yaml.constructor.ConstructorError as exc:
         if "constructor for the tag" not in str(exc.problem):  # e.g. an unhashable (list) key
             raise SpecError(source, "", f"{_yaml_where(exc)}invalid YAML: {exc.problem}") from None
-        raise SpecError(source, "", f"{_yaml_where(exc)}unsupported YAML tag ({exc.problem}); only plain data is allowed") from None
+        raise SpecError(
+            source, "", f"{_yaml_where(exc)}unsupported YAML tag ({exc.problem}); only plain data is allowed"
+        ) from None
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(source, "", f"{_yaml_where(exc)}invalid YAML: {problem}") from None
@@ -103,9 +103,13 @@ def _refuse_duplicate_keys(root: yaml.Node, source: str) -> None:
                 if isinstance(key, yaml.ScalarNode):
                     ident = (key.tag, key.value)
                     if ident in first_line:
-                        raise SpecError(source, dotted, f"duplicate key (lines {first_line[ident]} and "
-                                                        f"{key.start_mark.line + 1}); YAML forbids a key twice in a "
-                                                        "mapping, and the last one would silently win")
+                        raise SpecError(
+                            source,
+                            dotted,
+                            f"duplicate key (lines {first_line[ident]} and "
+                            f"{key.start_mark.line + 1}); YAML forbids a key twice in a "
+                            "mapping, and the last one would silently win",
+                        )
                     first_line[ident] = key.start_mark.line + 1
                 stack.append((value, dotted))
 

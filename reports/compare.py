@@ -60,16 +60,20 @@ class Comparison:
     def speed_words(self) -> str | None:
         if self.speed is None:
             return None
-        what = "with compiles included" if self.basis != "steady" else (
-            "in steady state" if self.with_recompiles is not None else "")
+        what = (
+            "with compiles included"
+            if self.basis != "steady"
+            else ("in steady state" if self.with_recompiles is not None else "")
+        )
         return ratio_sentence(self.speed, "faster", "slower", what, "speed" + (f" {what}" if what else ""))
 
     def cost_words(self) -> str | None:
         if self.cost is None:
             return None
         basis = "steady state" if self.basis == "steady" else "every measured step"
-        return ratio_sentence(self.cost, "cheaper", "dearer", f"per 1M real tokens ({basis})",
-                              f"cost per 1M real tokens ({basis})")
+        return ratio_sentence(
+            self.cost, "cheaper", "dearer", f"per 1M real tokens ({basis})", f"cost per 1M real tokens ({basis})"
+        )
 
     def noise(self) -> str | None:
         """Said once when a ratio has no interval (fewer than 2 runs on a side)."""
@@ -80,16 +84,25 @@ class Comparison:
     def sentence(self) -> str:
         parts = [self.speed_words(), self.cost_words()]
         if self.with_recompiles is not None:
-            parts.append(ratio_sentence(self.with_recompiles, "faster", "slower", "with recompiles included",
-                                        "speed with recompiles included"))
+            parts.append(
+                ratio_sentence(
+                    self.with_recompiles,
+                    "faster",
+                    "slower",
+                    "with recompiles included",
+                    "speed with recompiles included",
+                )
+            )
         parts += [self.recompiles, self.note, self.noise()]
         return f"{self.title}: " + "; ".join(p for p in parts if p)
 
 
 def recompile_words(a, b) -> str:
     """`6 vs 0 recompiles`, or `recompiles n/a (eager)` where a backend compiles nothing."""
+
     def side(row) -> str:
         return "n/a (eager)" if row.eager else f"{row.median(lambda r: _metric(r, 'num_recompiles')):.3g}"
+
     if a.eager and b.eager:
         return "recompiles n/a (eager: the backends compile nothing)"
     return f"recompiles after warm-up {side(a)} vs {side(b)}"
@@ -105,17 +118,23 @@ def compare_rows(a, b, factor: str, a_level: str, b_level: str, context: str) ->
     recompiled = any((_metric(r, "num_recompiles") or 0) > 0 for r in a.records + b.records)
     with_recompiles = None
     if not missing and recompiled:
-        with_recompiles = ratio_of_medians([_metric(r, EFFECTIVE[0]) for r in a.records],
-                                           [_metric(r, EFFECTIVE[0]) for r in b.records])
+        with_recompiles = ratio_of_medians(
+            [_metric(r, EFFECTIVE[0]) for r in a.records], [_metric(r, EFFECTIVE[0]) for r in b.records]
+        )
     levels = {id(a): a_level, id(b): b_level}
-    note = "; ".join(f"no steady state in {levels[id(row)]} ({n} of {len(row.records)} runs: every measured step "
-                     "compiled), so effective figures on both sides" for row, n in missing)
-    return Comparison(factor, a, b, a_level, b_level, context, basis, speed, cost, with_recompiles,
-                      recompile_words(a, b), note)
+    note = "; ".join(
+        f"no steady state in {levels[id(row)]} ({n} of {len(row.records)} runs: every measured step "
+        "compiled), so effective figures on both sides"
+        for row, n in missing
+    )
+    return Comparison(
+        factor, a, b, a_level, b_level, context, basis, speed, cost, with_recompiles, recompile_words(a, b), note
+    )
 
 
-def factor_comparisons(rows: list, baseline, factor: str, factor_names: list[str],
-                       difference_keys: list[str]) -> tuple[list[Comparison], str | None]:
+def factor_comparisons(
+    rows: list, baseline, factor: str, factor_names: list[str], difference_keys: list[str]
+) -> tuple[list[Comparison], str | None]:
     """Every level of `factor` against the baseline's level, in every context (the other
     factors' levels) where both were run. Second value: why nothing was compared, if so."""
     by_accelerator: dict[str, set[str]] = {}
@@ -140,9 +159,10 @@ def _oriented(a, b, factor: str, factor_names: list[str], difference_keys: list[
 
     if factor != PRECISION and PRECISION not in held and PRECISION in a.attrs:
         held.append(PRECISION)  # always said: a ratio at fp32 is not one at bf16
-    context = " · ".join([level_text(f, a.attrs[f]) for f in held] + [f"{k}={a.attrs.get(k, UNSET)}"
-                                                                       for k in difference_keys
-                                                                       if a.attrs.get(k) == b.attrs.get(k)])
+    context = " · ".join(
+        [level_text(f, a.attrs[f]) for f in held]
+        + [f"{k}={a.attrs.get(k, UNSET)}" for k in difference_keys if a.attrs.get(k) == b.attrs.get(k)]
+    )
     return compare_rows(a, b, factor, level(a), level(b), context)
 
 
@@ -159,8 +179,10 @@ def _why_not(rows: list, factor: str) -> str:
     name = factor.rsplit(".", 1)[-1]
     if factor == BACKEND and extra and set(extra) <= {ACCELERATOR, *OWNED_BY_ACCELERATOR}:
         return f"{name}: {levels}: each ran on its own accelerator, so it is compared with the accelerator"
-    return f"{name}: {levels} not compared: no two rows differ in it alone (the closest pair also differs in " \
-           f"{', '.join(extra or [])})"
+    return (
+        f"{name}: {levels} not compared: no two rows differ in it alone (the closest pair also differs in "
+        f"{', '.join(extra or [])})"
+    )
 
 
 def requested(a, b) -> Comparison:
@@ -173,8 +195,14 @@ def requested(a, b) -> Comparison:
 def oriented(c: Comparison) -> tuple[Any, Any, str, str, Ratio | None, Ratio | None]:
     """The faster side first: (first row, second row, their levels, speed, cost)."""
     if c.speed is not None and c.speed.value < 1:
-        return (c.reference, c.subject, c.reference_level, c.subject_level, c.speed.inverted(),
-                c.cost.inverted() if c.cost else None)
+        return (
+            c.reference,
+            c.subject,
+            c.reference_level,
+            c.subject_level,
+            c.speed.inverted(),
+            c.cost.inverted() if c.cost else None,
+        )
     return c.subject, c.reference, c.subject_level, c.reference_level, c.speed, c.cost
 
 
@@ -189,8 +217,12 @@ def w3_sentence(c: Comparison, extra) -> str:
         parts.append(ratio_sentence(speed, "faster", "slower", what, "speed" + (f" {what}" if what else "")))
     if cost is not None:
         parts.append(ratio_sentence(cost, "cheaper", "dearer", "per 1M real tokens", "cost per 1M real tokens"))
-    text = (f"{first_level} vs {second_level}" + (f" ({c.context})" if c.context else "") + ": "
-            + (" and ".join(parts) or "no figures"))
+    text = (
+        f"{first_level} vs {second_level}"
+        + (f" ({c.context})" if c.context else "")
+        + ": "
+        + (" and ".join(parts) or "no figures")
+    )
     return text + "".join(f"; {e}" for e in [*extra(first, second), c.noise()] if e)
 
 
@@ -201,12 +233,14 @@ def factor_headline(comparisons: list[Comparison]) -> list[str]:
     for c in comparisons:
         words = c.speed_words() or c.cost_words() or "no figures"
         if c.with_recompiles is not None:
-            words += ", " + ratio_sentence(c.with_recompiles, "faster", "slower", "with recompiles included",
-                                           "speed with recompiles included")
+            words += ", " + ratio_sentence(
+                c.with_recompiles, "faster", "slower", "with recompiles included", "speed with recompiles included"
+            )
         if c.noise():
             words += f" ({c.noise()})"
         lines.setdefault((c.factor, c.subject_level, c.reference_level), []).append(
-            (f"on {c.context}: " if c.context else "") + words)
+            (f"on {c.context}: " if c.context else "") + words
+        )
     return [f"{s} vs {r}: " + "; ".join(parts) for (_, s, r), parts in lines.items()]
 
 
@@ -216,8 +250,10 @@ def ttft_words(a_rows: list, b_rows: list, a_name: str, b_name: str) -> str | No
         return None
     if len(a_rows) > 1 or len(b_rows) > 1:
         return f"TTFT: several serving configurations on {a_name if len(a_rows) > 1 else b_name}, see Serving"
-    ttft = [across_runs((r["metrics"].get("ttft_s") or {}).get("median") for r in rows[0].records)
-            for rows in (a_rows, b_rows)]
+    ttft = [
+        across_runs((r["metrics"].get("ttft_s") or {}).get("median") for r in rows[0].records)
+        for rows in (a_rows, b_rows)
+    ]
     if None in ttft:
         return None
     return f"TTFT {ttft[0] * 1e3:.0f} vs {ttft[1] * 1e3:.0f} ms"

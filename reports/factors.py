@@ -22,8 +22,18 @@ from harness.errors import SpecError
 
 ACCELERATOR, BACKEND, PRECISION = "accelerator", "backend", "train.precision"
 # Fields that describe the scenario file or the harness's bookkeeping, not the run.
-NOT_CONFIGURATION = {"name", "description", "reference", "matrix", "profiles", "repeats", "budgets",
-                     "run_timeout_s", "backend", "backend_options"}
+NOT_CONFIGURATION = {
+    "name",
+    "description",
+    "reference",
+    "matrix",
+    "profiles",
+    "repeats",
+    "budgets",
+    "run_timeout_s",
+    "backend",
+    "backend_options",
+}
 UNSET = "unset"  # a field one record has and another does not
 # Fields that change with the accelerator: held fixed for every other comparison.
 OWNED_BY_ACCELERATOR = ("parallel.devices", "price")
@@ -63,8 +73,9 @@ def backend_label(record: dict[str, Any]) -> str:
     """The backend's name, with the options the record ran with (those a matrix key
     sets are the matrix factor's, not the backend's)."""
     name = record["backend"]["name"]
-    set_by_matrix = {k.split(".", 2)[2] for k in record["scenario"].get("cell", {})
-                     if k.startswith(f"backend_options.{name}.")}
+    set_by_matrix = {
+        k.split(".", 2)[2] for k in record["scenario"].get("cell", {}) if k.startswith(f"backend_options.{name}.")
+    }
     options = {k: v for k, v in (record["backend"].get("options") or {}).items() if k not in set_by_matrix}
     return name + (" {" + ", ".join(f"{k}: {_text(v)}" for k, v in sorted(options.items())) + "}" if options else "")
 
@@ -129,8 +140,10 @@ def comparable(a, b, factor: str, backends_by_accelerator: dict[str, set[str]]) 
         return False
     free = {factor, *(OWNED_BY_ACCELERATOR if factor == ACCELERATOR else ())}
     if factor == ACCELERATOR and a.attrs[BACKEND] != b.attrs[BACKEND]:
-        if (a.attrs[BACKEND] in backends_by_accelerator[b.attrs[ACCELERATOR]]
-                or b.attrs[BACKEND] in backends_by_accelerator[a.attrs[ACCELERATOR]]):
+        if (
+            a.attrs[BACKEND] in backends_by_accelerator[b.attrs[ACCELERATOR]]
+            or b.attrs[BACKEND] in backends_by_accelerator[a.attrs[ACCELERATOR]]
+        ):
             return False  # one backend ran on both: compare like with like
         free.add(BACKEND)
     keys = set(a.attrs) | set(b.attrs)

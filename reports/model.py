@@ -49,9 +49,11 @@ SUMMARY_COLUMNS: list[Column] = [
     Column("$/run total", ".3g", _c("usd_run")),
 ]
 SUMMARY_HEADERS = ["runs", *(c.header for c in SUMMARY_COLUMNS)]
-COST_NOTE = ("$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
-             "sharding, data) + warm-up steps (compilation) + steady state + measured steps that recompiled + "
-             "process start and exit; a fine-tune pays setup and warm-up once.")
+COST_NOTE = (
+    "$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
+    "sharding, data) + warm-up steps (compilation) + steady state + measured steps that recompiled + "
+    "process start and exit; a fine-tune pays setup and warm-up once."
+)
 
 
 def _lat(name: str, stat: str):
@@ -223,13 +225,24 @@ def _label(row: Row, names: list[str], shown: list[str]) -> str:
 
 def _serving_groups(records: list[dict[str, Any]]) -> list[tuple[str, Row]]:
     """(scenario, row) for serve records, grouped by full configuration like train rows."""
-    return [(name, row) for name in sorted({r["scenario"]["name"] for r in records})
-            for row in _rows([r for r in records if r["scenario"]["name"] == name], cells=False)]
+    return [
+        (name, row)
+        for name in sorted({r["scenario"]["name"] for r in records})
+        for row in _rows([r for r in records if r["scenario"]["name"] == name], cells=False)
+    ]
 
 
 def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
-    return [ServeRow(f"{name} · {row.label}", row.records, [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
-                     row.attrs[factors.ACCELERATOR], name) for name, row in _serving_groups(records)]
+    return [
+        ServeRow(
+            f"{name} · {row.label}",
+            row.records,
+            [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
+            row.attrs[factors.ACCELERATOR],
+            name,
+        )
+        for name, row in _serving_groups(records)
+    ]
 
 
 # --------------------------------------------------------------------------- selection
@@ -240,20 +253,33 @@ def select(rows_by_scenario: dict[str, list[Row]], text: str, option: str) -> di
     every = [row for rows in rows_by_scenario.values() for row in rows]
     for key, _ in terms:
         if not factors.known_key(every, key):
-            raise SpecError(option, key, "unknown key (known: " + ", ".join(factors.SELECTOR_KEYS)
-                            + ", or a configuration field such as sequence.padding)")
+            raise SpecError(
+                option,
+                key,
+                "unknown key (known: "
+                + ", ".join(factors.SELECTOR_KEYS)
+                + ", or a configuration field such as sequence.padding)",
+            )
     found = {}
     for name, rows in rows_by_scenario.items():
         hits = [row for row in rows if all(factors.term_matches(row, k, v) for k, v in terms)]
         if len(hits) > 1:
-            raise SpecError(option, text, f"matches {len(hits)} rows in scenario {name}: "
-                            + "; ".join(f"[{h.label}]" for h in hits) + "; add a term to pick one: "
-                            + _telling_apart(hits))
+            raise SpecError(
+                option,
+                text,
+                f"matches {len(hits)} rows in scenario {name}: "
+                + "; ".join(f"[{h.label}]" for h in hits)
+                + "; add a term to pick one: "
+                + _telling_apart(hits),
+            )
         if hits:
             found[name] = hits[0]
     if not found:
-        raise SpecError(option, text, "matches no row; candidates: "
-                        + "; ".join(f"{k}: " + ", ".join(_candidates(every, k)) for k, _ in terms))
+        raise SpecError(
+            option,
+            text,
+            "matches no row; candidates: " + "; ".join(f"{k}: " + ", ".join(_candidates(every, k)) for k, _ in terms),
+        )
     return found
 
 
@@ -281,8 +307,9 @@ def _telling_apart(hits: list[Row]) -> str:
 
 
 # --------------------------------------------------------------------------- build
-def build(records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (),
-          warnings=()) -> Report:
+def build(
+    records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
+) -> Report:
     serving = _serving_rows([r for r in records if r["status"] == "ok" and r.get("task") == "serve"])
     ok = [r for r in records if r["status"] == "ok" and r.get("task", "train") == "train"]
     names = sorted({r["scenario"]["name"] for r in ok})
@@ -291,12 +318,22 @@ def build(records: list[dict[str, Any]], baseline: str | None = None, compares: 
     picked = [select(rows_by_scenario, text, "--compare") for text in compares]
     warnings = list(warnings)
     if baseline:
-        warnings += [f"--baseline {baseline} names no row in scenario {n}: its baseline is the first run made"
-                     for n in names if n not in chosen]
+        warnings += [
+            f"--baseline {baseline} names no row in scenario {n}: its baseline is the first run made"
+            for n in names
+            if n not in chosen
+        ]
     warnings += _record_warnings(ok)
     failed = [r for r in records if r["status"] != "ok"]
-    report = Report([], serving, failed, records, _prices(ok + [r for row in serving for r in row.records]),
-                    warnings, conventions=CONVENTIONS)
+    report = Report(
+        [],
+        serving,
+        failed,
+        records,
+        _prices(ok + [r for row in serving for r in row.records]),
+        warnings,
+        conventions=CONVENTIONS,
+    )
     report.workloads = _workloads([r for r in records if r["status"] == "ok"])
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
     for name, rows in rows_by_scenario.items():
@@ -314,12 +351,16 @@ def _record_warnings(records: list[dict[str, Any]]) -> list[str]:
         mine = [r for r in records if r["scenario"]["name"] == name]
         warned = [r for r in mine if r.get("warnings")]
         if warned:
-            out.append(f"{len(warned)} of {len(mine)} runs of {name} carry warnings, e.g. {warned[0]['warnings'][0]} "
-                       "(bench show RECORD lists them)")
+            out.append(
+                f"{len(warned)} of {len(mine)} runs of {name} carry warnings, e.g. {warned[0]['warnings'][0]} "
+                "(bench show RECORD lists them)"
+            )
     return out
 
 
-def _section(name: str, rows: list[Row], base: Row, reason: str, compared: list[Row], report: Report) -> ScenarioSection:
+def _section(
+    name: str, rows: list[Row], base: Row, reason: str, compared: list[Row], report: Report
+) -> ScenarioSection:
     names = factors.factors(rows)
     shown = factors.differences(rows, names)
     comparisons, not_compared = [], []
@@ -329,8 +370,19 @@ def _section(name: str, rows: list[Row], base: Row, reason: str, compared: list[
         if why:
             not_compared.append(why)
     requested = [compare.requested(row, base) for row in compared if row is not base]
-    section = ScenarioSection(name, rows[0].records[0]["scenario"].get("reference"), rows, base, reason, names, shown,
-                              comparisons, not_compared, requested, _sensitivity(comparisons))
+    section = ScenarioSection(
+        name,
+        rows[0].records[0]["scenario"].get("reference"),
+        rows,
+        base,
+        reason,
+        names,
+        shown,
+        comparisons,
+        not_compared,
+        requested,
+        _sensitivity(comparisons),
+    )
     section.headline = _headline(section, report)
     return section
 
@@ -340,13 +392,19 @@ MAX_HEADLINE_PAIRS = 6  # past it, only the accelerator comparisons in the basel
 
 def _headline(section: ScenarioSection, report: Report) -> list[str]:
     """The scenario's answers: W3's form for accelerators, one line per other factor."""
-    platform = sorted((c for c in section.comparisons if c.factor == factors.ACCELERATOR),
-                      key=lambda c: c.reference is not section.baseline)  # the baseline's context first
-    shown = platform if len(platform) <= MAX_HEADLINE_PAIRS else [c for c in platform if c.reference is section.baseline]
+    platform = sorted(
+        (c for c in section.comparisons if c.factor == factors.ACCELERATOR),
+        key=lambda c: c.reference is not section.baseline,
+    )  # the baseline's context first
+    shown = (
+        platform if len(platform) <= MAX_HEADLINE_PAIRS else [c for c in platform if c.reference is section.baseline]
+    )
     lines = [compare.w3_sentence(c, lambda a, b: _w3_extras(section.name, a, b, report)) for c in shown]
     if len(shown) < len(platform):
-        lines.append(f"{len(platform) - len(shown)} more accelerator comparisons (other levels of the other factors) "
-                     f"in the {section.name} section")
+        lines.append(
+            f"{len(platform) - len(shown)} more accelerator comparisons (other levels of the other factors) "
+            f"in the {section.name} section"
+        )
     lines += compare.factor_headline([c for c in section.comparisons if c.factor != factors.ACCELERATOR])
     accelerators = list(dict.fromkeys(row.attrs[factors.ACCELERATOR] for row in section.rows))
     if len(accelerators) == 1:
@@ -362,12 +420,17 @@ def _w3_extras(scenario: str, a: Row, b: Row, report: Report) -> list[str]:
     if wa and wb:
         ratio = wb.total_usd / wa.total_usd
         word = f"{ratio:.2f}x cheaper" if ratio >= 1 else f"{1 / ratio:.2f}x dearer"
-        out.append(f"train + serve workload {word} ({wa.fine_tunes:g} fine-tunes + "
-                   f"{wa.served_tokens_millions:g}M served tokens; medians over runs, no interval)")
+        out.append(
+            f"train + serve workload {word} ({wa.fine_tunes:g} fine-tunes + "
+            f"{wa.served_tokens_millions:g}M served tokens; medians over runs, no interval)"
+        )
     serve = [s for s in report.serving if s.scenario == scenario]
     acc_a, acc_b = a.attrs[factors.ACCELERATOR], b.attrs[factors.ACCELERATOR]
-    out.append(compare.ttft_words([s for s in serve if s.accelerator == acc_a],
-                                  [s for s in serve if s.accelerator == acc_b], acc_a, acc_b))
+    out.append(
+        compare.ttft_words(
+            [s for s in serve if s.accelerator == acc_a], [s for s in serve if s.accelerator == acc_b], acc_a, acc_b
+        )
+    )
     return out
 
 
@@ -385,19 +448,41 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
             continue  # records from before the fine-tune size was stated priced the benchmark run
         found = []
         for row in _rows(train):
-            serves = [s for n, s in serving if n == name and s.attrs[factors.ACCELERATOR] == row.attrs[factors.ACCELERATOR]]
+            serves = [
+                s for n, s in serving if n == name and s.attrs[factors.ACCELERATOR] == row.attrs[factors.ACCELERATOR]
+            ]
             # An SLO search's $/1M output tokens is the one at the load a user would run.
             serves = [s for s in serves if _searched(s)] or serves
             per_run = row.median(lambda r: fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]))
-            per_1m = across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens")
-                                 for r in serves[0].records) if len(serves) == 1 else None
+            per_1m = (
+                across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in serves[0].records)
+                if len(serves) == 1
+                else None
+            )
             if per_run is not None and per_1m is not None:
-                found.append((row, per_run, per_1m,
-                              workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"])))
+                found.append(
+                    (
+                        row,
+                        per_run,
+                        per_1m,
+                        workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"]),
+                    )
+                )
         for row, train_usd, serve_usd, total in found:
-            rows.append(WorkloadRow(name, row.records[0]["accelerator"]["catalog_key"], spec["fine_tunes"],
-                                    spec["served_tokens_millions"], train_usd, serve_usd, total,
-                                    total / found[0][3], row.label, row))
+            rows.append(
+                WorkloadRow(
+                    name,
+                    row.records[0]["accelerator"]["catalog_key"],
+                    spec["fine_tunes"],
+                    spec["served_tokens_millions"],
+                    train_usd,
+                    serve_usd,
+                    total,
+                    total / found[0][3],
+                    row.label,
+                    row,
+                )
+            )
     return rows
 
 
@@ -415,9 +500,20 @@ def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:
             continue
         ratio = 1 / c.cost.value
         scales = [0.5, 0.75, 1.0, 1.25, 1.5]
-        out.append({"pair": c.title, "a": c.subject_level, "b": c.reference_level, "factors": scales,
-                    "a_scaled": [ratio * f for f in scales], "b_scaled": [ratio / f for f in scales], "ratio": ratio,
-                    "a_price": c.subject.attrs["price"], "b_price": c.reference.attrs["price"], "basis": c.basis})
+        out.append(
+            {
+                "pair": c.title,
+                "a": c.subject_level,
+                "b": c.reference_level,
+                "factors": scales,
+                "a_scaled": [ratio * f for f in scales],
+                "b_scaled": [ratio / f for f in scales],
+                "ratio": ratio,
+                "a_price": c.subject.attrs["price"],
+                "b_price": c.reference.attrs["price"],
+                "basis": c.basis,
+            }
+        )
     return out
 
 

@@ -20,8 +20,7 @@ from typing import Any
 from reports import factors
 
 MAX_TIMELINES = 12  # per scenario: more lines hide each other (the table has them all)
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#7f7f7f"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star", "hexagon", "triangle-down"]
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 
@@ -31,16 +30,25 @@ def label(text: str) -> str:
 
 
 def _layout(title: str, x: str, y: str, **extra) -> dict[str, Any]:
-    return dict(title=label(title), xaxis_title=x, yaxis_title=y, template="plotly_white",
-                margin=dict(l=70, r=20, t=50, b=50), height=400, **extra)
+    return dict(
+        title=label(title),
+        xaxis_title=x,
+        yaxis_title=y,
+        template="plotly_white",
+        margin=dict(l=70, r=20, t=50, b=50),
+        height=400,
+        **extra,
+    )
 
 
 def _legend_below(fig, entries: int) -> None:
     """Long legend entries (row labels) go under the plot, one a line, so they never
     squeeze the plot; the figure grows to hold them."""
-    fig.update_layout(height=400 + 20 * entries, margin=dict(l=70, r=20, t=50, b=80 + 20 * entries),
-                      legend=dict(font=dict(size=11), orientation="h", x=0, y=-0.22, yanchor="top",
-                                  yref="paper"))
+    fig.update_layout(
+        height=400 + 20 * entries,
+        margin=dict(l=70, r=20, t=50, b=80 + 20 * entries),
+        legend=dict(font=dict(size=11), orientation="h", x=0, y=-0.22, yanchor="top", yref="paper"),
+    )
 
 
 # --------------------------------------------------------------------------- style
@@ -72,8 +80,11 @@ def style(section, row, palette: dict[str, str]) -> dict[str, str]:
         return list(dict.fromkeys(r.attrs[f] for r in section.rows)).index(row.attrs[f]) if f else 0
 
     marker, dash = (others + [None])[0], (others[1:] or others or [None])[0]
-    return {"color": palette[row.attrs[factors.ACCELERATOR]], "symbol": SYMBOLS[index(marker) % len(SYMBOLS)],
-            "dash": DASHES[index(dash) % len(DASHES)]}
+    return {
+        "color": palette[row.attrs[factors.ACCELERATOR]],
+        "symbol": SYMBOLS[index(marker) % len(SYMBOLS)],
+        "dash": DASHES[index(dash) % len(DASHES)],
+    }
 
 
 # --------------------------------------------------------------------------- log axes
@@ -107,20 +118,44 @@ def timeline(section, palette) -> Any:
         times += [s["time_s"] for s in steps]
         look = style(section, row, palette)
         name = label(f"{row.tag}: {row.label} · r{r['scenario']['repeat']} · {r['run_id'][:6]}")
-        fig.add_trace(go.Scatter(x=[s["index"] for s in steps], y=[s["time_s"] for s in steps], mode="lines+markers",
-                                 name=name, line=dict(color=look["color"], dash=look["dash"]),
-                                 marker=dict(symbol=look["symbol"], color=look["color"])))
+        fig.add_trace(
+            go.Scatter(
+                x=[s["index"] for s in steps],
+                y=[s["time_s"] for s in steps],
+                mode="lines+markers",
+                name=name,
+                line=dict(color=look["color"], dash=look["dash"]),
+                marker=dict(symbol=look["symbol"], color=look["color"]),
+            )
+        )
         compiled = [s for s in steps if s["num_compiles"]]
         if compiled:
-            fig.add_trace(go.Scatter(x=[s["index"] for s in compiled], y=[s["time_s"] for s in compiled], mode="markers",
-                                     marker=dict(symbol="x", size=11, color="black"), name=name + " compile",
-                                     showlegend=False))
+            fig.add_trace(
+                go.Scatter(
+                    x=[s["index"] for s in compiled],
+                    y=[s["time_s"] for s in compiled],
+                    mode="markers",
+                    marker=dict(symbol="x", size=11, color="black"),
+                    name=name + " compile",
+                    showlegend=False,
+                )
+            )
     if warmup:
-        fig.add_vrect(x0=-0.5, x1=warmup - 0.5, fillcolor="grey", opacity=0.15, line_width=0,
-                      annotation_text="warm-up (excluded)", annotation_position="top left")
+        fig.add_vrect(
+            x0=-0.5,
+            x1=warmup - 0.5,
+            fillcolor="grey",
+            opacity=0.15,
+            line_width=0,
+            annotation_text="warm-up (excluded)",
+            annotation_position="top left",
+        )
     steps_shown = max((len(r["raw"]["loop"]["steps"]) for _, r in shown), default=1)
-    fig.update_layout(**_layout(f"{section.name}: step time per step", "step", "step time (s)"),
-                      yaxis=log_axis(times, pad_high=0.15), xaxis=dict(dtick=max(1, math.ceil(steps_shown / 20))))
+    fig.update_layout(
+        **_layout(f"{section.name}: step time per step", "step", "step time (s)"),
+        yaxis=log_axis(times, pad_high=0.15),
+        xaxis=dict(dtick=max(1, math.ceil(steps_shown / 20))),
+    )
     _legend_below(fig, len(shown))
     return fig
 
@@ -134,11 +169,22 @@ def distribution(section, palette) -> Any:
         samples = [s["time_s"] for r in row.records for s in r["raw"]["loop"]["steps"] if s["phase"] == "measure"]
         times += samples
         look = style(section, row, palette)
-        fig.add_trace(go.Box(y=samples, name=label(row.tag), boxpoints="all", jitter=0.3,
-                             hovertext=label(row.label), marker=dict(color=look["color"], symbol=look["symbol"]),
-                             line=dict(color=look["color"])))
-    fig.update_layout(**_layout(f"{section.name}: measured step times", "row (numbered as in the table)",
-                                "step time (s)"), showlegend=False, yaxis=log_axis(times))
+        fig.add_trace(
+            go.Box(
+                y=samples,
+                name=label(row.tag),
+                boxpoints="all",
+                jitter=0.3,
+                hovertext=label(row.label),
+                marker=dict(color=look["color"], symbol=look["symbol"]),
+                line=dict(color=look["color"]),
+            )
+        )
+    fig.update_layout(
+        **_layout(f"{section.name}: measured step times", "row (numbered as in the table)", "step time (s)"),
+        showlegend=False,
+        yaxis=log_axis(times),
+    )
     return fig
 
 
@@ -158,8 +204,11 @@ def _cost_point(row) -> tuple[float | None, float | None, bool]:
     steady = (row.value("tok/s real (steady)"), row.value("$/1M real tok (steady)"))
     if None not in steady and all((r["metrics"] or {}).get("tokens_per_s_real") is not None for r in row.records):
         return steady[0], steady[1], True
-    return (row.median(lambda r: r["metrics"].get("tokens_per_s_real_effective")),
-            row.median(lambda r: (r.get("cost") or {}).get("usd_per_1m_tokens_real_effective")), False)
+    return (
+        row.median(lambda r: r["metrics"].get("tokens_per_s_real_effective")),
+        row.median(lambda r: (r.get("cost") or {}).get("usd_per_1m_tokens_real_effective")),
+        False,
+    )
 
 
 TAG_POSITIONS = ["top right", "bottom right", "top left", "bottom left", "middle right", "middle left"]
@@ -193,20 +242,43 @@ def cost_vs_throughput(section, palette) -> Any | None:
     xaxis, yaxis = log_axis([p[1] for p in points], 0.15, 0.2), log_axis([p[2] for p in points], 0.1, 0.25)
     front = pareto_front([(x, y) for _, x, y, _ in points])
     edge = front_outline(front, 10.0 ** xaxis["range"][0], 10.0 ** yaxis["range"][1])
-    fig = go.Figure(go.Scatter(x=[p[0] for p in edge], y=[p[1] for p in edge], mode="lines", fill="toself",
-                               fillcolor="rgba(0,0,0,0.05)", line=dict(dash="dash", color="black", width=1.5),
-                               hoverinfo="skip", name="Pareto front: no other row is both faster and cheaper "
-                                                     "(the region it beats shaded)"))
+    fig = go.Figure(
+        go.Scatter(
+            x=[p[0] for p in edge],
+            y=[p[1] for p in edge],
+            mode="lines",
+            fill="toself",
+            fillcolor="rgba(0,0,0,0.05)",
+            line=dict(dash="dash", color="black", width=1.5),
+            hoverinfo="skip",
+            name="Pareto front: no other row is both faster and cheaper (the region it beats shaded)",
+        )
+    )
     for i, (row, x, y, steady) in enumerate(points):
         look = style(section, row, palette)
         name = f"{row.tag}: {row.label}" + ("" if steady else " (effective: no steady state)")
-        fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers+text", text=[row.tag],
-                                 textposition=TAG_POSITIONS[_neighbours(points[:i], x, y) % len(TAG_POSITIONS)],
-                                 cliponaxis=False, name=label(name),
-                                 marker=dict(size=11, color=look["color"], symbol=look["symbol"] + ("" if steady else "-open"),
-                                             line=dict(width=1, color="white"))))
-    fig.update_layout(**_layout(f"{section.name}: cost vs throughput", "real tokens/s (whole system)",
-                                "$ per 1M real tokens"), xaxis=xaxis, yaxis=yaxis)
+        fig.add_trace(
+            go.Scatter(
+                x=[x],
+                y=[y],
+                mode="markers+text",
+                text=[row.tag],
+                textposition=TAG_POSITIONS[_neighbours(points[:i], x, y) % len(TAG_POSITIONS)],
+                cliponaxis=False,
+                name=label(name),
+                marker=dict(
+                    size=11,
+                    color=look["color"],
+                    symbol=look["symbol"] + ("" if steady else "-open"),
+                    line=dict(width=1, color="white"),
+                ),
+            )
+        )
+    fig.update_layout(
+        **_layout(f"{section.name}: cost vs throughput", "real tokens/s (whole system)", "$ per 1M real tokens"),
+        xaxis=xaxis,
+        yaxis=yaxis,
+    )
     _legend_below(fig, len(points) + 1)
     return fig
 
@@ -221,12 +293,21 @@ def sensitivity(section) -> Any | None:
         colour = COLOURS[i % len(COLOURS)]
         for side, dash in (("a", "solid"), ("b", "dash")):
             price = s[f"{side}_price"]
-            fig.add_trace(go.Scatter(x=s["factors"], y=s[f"{side}_scaled"], mode="lines+markers",
-                                     line=dict(color=colour, dash=dash),
-                                     name=label(f"{s['pair']}: {s[side]} price x ({price} at 1.0)")))
+            fig.add_trace(
+                go.Scatter(
+                    x=s["factors"],
+                    y=s[f"{side}_scaled"],
+                    mode="lines+markers",
+                    line=dict(color=colour, dash=dash),
+                    name=label(f"{s['pair']}: {s[side]} price x ({price} at 1.0)"),
+                )
+            )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="equal cost")
-    fig.update_layout(**_layout(f"{section.name}: cost ratio vs price", "price x the price the records used",
-                                "$ per 1M real tokens, a / b"))
+    fig.update_layout(
+        **_layout(
+            f"{section.name}: cost ratio vs price", "price x the price the records used", "$ per 1M real tokens, a / b"
+        )
+    )
     _legend_below(fig, 2 * len(section.sensitivity))
     return fig
 
@@ -241,11 +322,24 @@ def latency_cdf(report) -> Any | None:
 
     fig = go.Figure()
     for row in report.serving:
-        ttft = sorted(x["ttft_s"] for r in row.records for q in r["raw"]["requests"]
-                      if not q["warmup"] and q["error"] is None for x in [request_latencies(q)] if x["ttft_s"] is not None)
+        ttft = sorted(
+            x["ttft_s"]
+            for r in row.records
+            for q in r["raw"]["requests"]
+            if not q["warmup"] and q["error"] is None
+            for x in [request_latencies(q)]
+            if x["ttft_s"] is not None
+        )
         if ttft:
-            fig.add_trace(go.Scatter(x=ttft, y=[(i + 1) / len(ttft) for i in range(len(ttft))], mode="lines+markers",
-                                     line_shape="hv", name=label(row.label)))
+            fig.add_trace(
+                go.Scatter(
+                    x=ttft,
+                    y=[(i + 1) / len(ttft) for i in range(len(ttft))],
+                    mode="lines+markers",
+                    line_shape="hv",
+                    name=label(row.label),
+                )
+            )
     fig.update_layout(**_layout("serving: time to first token, CDF", "TTFT (s)", "fraction of requests"))
     return fig
 
@@ -255,8 +349,10 @@ def figures(report) -> dict[str, list[tuple[str, Any]]]:
     palette = colours(report)
     out: dict[str, list[tuple[str, Any]]] = {}
     for section in report.sections:
-        plots = [("step time per step (warm-up shaded, compiles marked x)", timeline(section, palette)),
-                 ("distribution of measured step times", distribution(section, palette))]
+        plots = [
+            ("step time per step (warm-up shaded, compiles marked x)", timeline(section, palette)),
+            ("distribution of measured step times", distribution(section, palette)),
+        ]
         if (fig := cost_vs_throughput(section, palette)) is not None:
             plots.append(("cost vs throughput, with the Pareto front (points: row numbers)", fig))
         if (fig := sensitivity(section)) is not None:
@@ -264,7 +360,8 @@ def figures(report) -> dict[str, list[tuple[str, Any]]]:
         out[section.name] = plots
     if (fig := latency_cdf(report)) is not None:
         out[""] = [("serving latency: TTFT CDF", fig)]
-    from reports.serving import Look, figures as serving_figures
+    from reports.serving import Look
+    from reports.serving import figures as serving_figures
 
     # against load with the SLO lines, per user vs per chip
     if serving := serving_figures(report, palette, Look(_layout, label, COLOURS)):

@@ -57,7 +57,9 @@ def trace_links(record: dict, base: Path | None) -> list[dict[str, str]]:
     if not files or not record.get("_path"):
         return []
     here = Path(record["_path"]).parent
-    return [{"name": Path(f).name, "href": Path(os.path.relpath(here / f, base or Path.cwd())).as_posix()} for f in files]
+    return [
+        {"name": Path(f).name, "href": Path(os.path.relpath(here / f, base or Path.cwd())).as_posix()} for f in files
+    ]
 
 
 def html(report: Report, base: Path | None = None) -> str:
@@ -67,11 +69,19 @@ def html(report: Report, base: Path | None = None) -> str:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     plots: dict[str, list[dict[str, str]]] = {}
     for scenario, figs in figures(report).items():
-        plots[scenario] = [{"id": f"plot-{len(plots)}-{i}", "title": title, "json": script_json(fig)}
-                           for i, (title, fig) in enumerate(figs)]
+        plots[scenario] = [
+            {"id": f"plot-{len(plots)}-{i}", "title": title, "json": script_json(fig)}
+            for i, (title, fig) in enumerate(figs)
+        ]
     return env.get_template("report.html.j2").render(
-        report=report, columns=SUMMARY_HEADERS, serve_columns=[h for h, _, _ in SERVE_COLUMNS],
-        plots=plots, plotly_js=get_plotlyjs(), run_label=run_label, factor_names=factor_names, cost_note=COST_NOTE,
+        report=report,
+        columns=SUMMARY_HEADERS,
+        serve_columns=[h for h, _, _ in SERVE_COLUMNS],
+        plots=plots,
+        plotly_js=get_plotlyjs(),
+        run_label=run_label,
+        factor_names=factor_names,
+        cost_note=COST_NOTE,
         trace_links=lambda record: trace_links(record, base),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
@@ -87,10 +97,14 @@ def _md_headline(report: Report) -> list[str]:
 
 
 def _md_section(section) -> list[str]:
-    out = [f"## {md_cell(section.name)}" + (f" ({md_cell(section.reference)})" if section.reference else ""), "",
-           f"Baseline: {md_cell(section.baseline.label)} ({md_cell(section.baseline_reason)}). "
-           f"Factors: {md_cell(factor_names(section))}."
-           + (f" Rows also differ in: {md_cell(', '.join(section.differences))}." if section.differences else ""), ""]
+    out = [
+        f"## {md_cell(section.name)}" + (f" ({md_cell(section.reference)})" if section.reference else ""),
+        "",
+        f"Baseline: {md_cell(section.baseline.label)} ({md_cell(section.baseline_reason)}). "
+        f"Factors: {md_cell(factor_names(section))}."
+        + (f" Rows also differ in: {md_cell(', '.join(section.differences))}." if section.differences else ""),
+        "",
+    ]
     out.append("| run | " + " | ".join(SUMMARY_HEADERS) + " |")
     out.append("|---" * (len(SUMMARY_HEADERS) + 1) + "|")
     for row in section.rows:
@@ -111,51 +125,131 @@ def markdown(report: Report) -> str:
     for section in report.sections:
         out += _md_section(section)
     if report.serving:
-        out += ["## Serving", "", "| run | " + " | ".join(h for h, _, _ in SERVE_COLUMNS) + " |",
-                "|---" * (len(SERVE_COLUMNS) + 1) + "|"]
+        out += [
+            "## Serving",
+            "",
+            "| run | " + " | ".join(h for h, _, _ in SERVE_COLUMNS) + " |",
+            "|---" * (len(SERVE_COLUMNS) + 1) + "|",
+        ]
         out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
         out.append("")
     if report.slo_rates:
         num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
-        out += ["## Highest request rate within the SLO", "", "| scenario | accelerator | SLO | max req/s | goodput req/s "
-                "| $/1M output tokens at the SLO | price | stopped by |", "|---|---|---|---|---|---|---|---|"]
-        out += ["| " + " | ".join(md_cell(x) for x in (s["scenario"], s["accelerator"], s["slo"], num(s["max_rate_req_s"]),
-                                                       num(s["goodput_req_s"]), num(s["usd_per_1m_output_tokens"]),
-                                                       s["price"], s["stopped"])) + " |" for s in report.slo_rates]
+        out += [
+            "## Highest request rate within the SLO",
+            "",
+            "| scenario | accelerator | SLO | max req/s | goodput req/s "
+            "| $/1M output tokens at the SLO | price | stopped by |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        out += [
+            "| "
+            + " | ".join(
+                md_cell(x)
+                for x in (
+                    s["scenario"],
+                    s["accelerator"],
+                    s["slo"],
+                    num(s["max_rate_req_s"]),
+                    num(s["goodput_req_s"]),
+                    num(s["usd_per_1m_output_tokens"]),
+                    s["price"],
+                    s["stopped"],
+                )
+            )
+            + " |"
+            for s in report.slo_rates
+        ]
         out.append("")
     if report.workloads:
-        out += ["## Train + serve workload", "", "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
-                "$/1M output tokens | workload $ | ratio to first |", "|---|---|---|---|---|---|---|---|"]
-        out += ["| " + " | ".join(md_cell(x) for x in (w.scenario, w.run, f"{w.fine_tunes:g}",
-                                                       f"{w.served_tokens_millions:g}", f"{w.train_usd:.4g}",
-                                                       f"{w.serve_usd_per_1m:.4g}", f"{w.total_usd:.4g}",
-                                                       f"{w.ratio_to_first:.3f}")) + " |" for w in report.workloads]
+        out += [
+            "## Train + serve workload",
+            "",
+            "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
+            "$/1M output tokens | workload $ | ratio to first |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        out += [
+            "| "
+            + " | ".join(
+                md_cell(x)
+                for x in (
+                    w.scenario,
+                    w.run,
+                    f"{w.fine_tunes:g}",
+                    f"{w.served_tokens_millions:g}",
+                    f"{w.train_usd:.4g}",
+                    f"{w.serve_usd_per_1m:.4g}",
+                    f"{w.total_usd:.4g}",
+                    f"{w.ratio_to_first:.3f}",
+                )
+            )
+            + " |"
+            for w in report.workloads
+        ]
         out.append("")
     if report.failed:
         out += ["## Failed runs", "", "| scenario | variant | backend | failure | reason |", "|---|---|---|---|---|"]
-        out += ["| " + " | ".join(md_cell(x) for x in (r["scenario"]["name"], r["scenario"]["variant"], r["backend"]["name"],
-                                                       r["failure"]["kind"], r["failure"]["reason"])) + " |"
-                for r in report.failed]
+        out += [
+            "| "
+            + " | ".join(
+                md_cell(x)
+                for x in (
+                    r["scenario"]["name"],
+                    r["scenario"]["variant"],
+                    r["backend"]["name"],
+                    r["failure"]["kind"],
+                    r["failure"]["reason"],
+                )
+            )
+            + " |"
+            for r in report.failed
+        ]
         out.append("")
     out += ["## Prices used", "", "| accelerator | $/chip-hour | pricing | source | date |", "|---|---|---|---|---|"]
-    out += ["| " + " | ".join(md_cell(p[k]) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date")) + " |"
-            for p in report.prices]
+    out += [
+        "| "
+        + " | ".join(md_cell(p[k]) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date"))
+        + " |"
+        for p in report.prices
+    ]
     return "\n".join(out) + "\n"
 
 
 def _flat(record: dict[str, Any]) -> dict[str, Any]:
     s, acc, m, c = record["scenario"], record["accelerator"], record.get("metrics") or {}, record.get("cost") or {}
-    row = {"scenario": s["name"], "variant": s["variant"], "repeat": s["repeat"], "backend": record["backend"]["name"],
-           "accelerator": acc["catalog_key"], "chips": acc.get("count"), "status": record["status"],
-           "failure": (record.get("failure") or {}).get("reason"), "reduced": bool(s.get("profile")),
-           "run_id": record["run_id"], "scenario_hash": s.get("hash"), "commit": record["provenance"].get("commit")}
+    row = {
+        "scenario": s["name"],
+        "variant": s["variant"],
+        "repeat": s["repeat"],
+        "backend": record["backend"]["name"],
+        "accelerator": acc["catalog_key"],
+        "chips": acc.get("count"),
+        "status": record["status"],
+        "failure": (record.get("failure") or {}).get("reason"),
+        "reduced": bool(s.get("profile")),
+        "run_id": record["run_id"],
+        "scenario_hash": s.get("hash"),
+        "commit": record["provenance"].get("commit"),
+    }
     for key, value in m.items():
         if isinstance(value, dict):
             row.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             row[key] = value
-    row.update({k: c.get(k) for k in ("usd_run", "usd_setup", "usd_warmup", "usd_steady_state",
-                                      "usd_per_1m_tokens_real", "usd_per_1m_tokens_real_effective")})
+    row.update(
+        {
+            k: c.get(k)
+            for k in (
+                "usd_run",
+                "usd_setup",
+                "usd_warmup",
+                "usd_steady_state",
+                "usd_per_1m_tokens_real",
+                "usd_per_1m_tokens_real_effective",
+            )
+        }
+    )
     row["price_source"] = (c.get("price") or {}).get("source")
     return row
 

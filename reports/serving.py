@@ -71,14 +71,24 @@ def slo_rates(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         cost = r.get("cost") or {}
         price = cost.get("price") or {}
         targets = ", ".join(f"{k} <= {v:g} s" for k, v in search["targets"].items())
-        rows.append({"scenario": r["scenario"]["name"], "accelerator": factors.accelerator_label(r["accelerator"]),
-                     "slo": f"p{search['percentile']:g} {targets}", "max_rate_req_s": search["max_rate_req_s"],
-                     "goodput_req_s": r["metrics"]["goodput_req_s"],
-                     "output_tok_s": r["metrics"]["output_throughput_tok_s"],
-                     "usd_per_1m_output_tokens": cost.get("usd_per_1m_output_tokens"),
-                     "price": (f"${price['usd_per_chip_hour']:g}/chip-h {price['pricing']}, {price['source']}, "
-                               f"{price['date']}") if price else "unpriced",
-                     "stopped": search["stopped"], "bracket": search["bracket"]})
+        rows.append(
+            {
+                "scenario": r["scenario"]["name"],
+                "accelerator": factors.accelerator_label(r["accelerator"]),
+                "slo": f"p{search['percentile']:g} {targets}",
+                "max_rate_req_s": search["max_rate_req_s"],
+                "goodput_req_s": r["metrics"]["goodput_req_s"],
+                "output_tok_s": r["metrics"]["output_throughput_tok_s"],
+                "usd_per_1m_output_tokens": cost.get("usd_per_1m_output_tokens"),
+                "price": (
+                    f"${price['usd_per_chip_hour']:g}/chip-h {price['pricing']}, {price['source']}, {price['date']}"
+                )
+                if price
+                else "unpriced",
+                "stopped": search["stopped"],
+                "bracket": search["bracket"],
+            }
+        )
     return rows
 
 
@@ -89,8 +99,9 @@ def per_user_per_chip(records: list[dict[str, Any]]) -> list[tuple[str, float, f
     for r in records:
         m = r["metrics"] or {}
         if m.get("output_tok_s_per_user") and m.get("output_tok_s_per_chip"):
-            out.append((factors.accelerator_label(r["accelerator"]), m["output_tok_s_per_user"],
-                        m["output_tok_s_per_chip"]))
+            out.append(
+                (factors.accelerator_label(r["accelerator"]), m["output_tok_s_per_user"], m["output_tok_s_per_chip"])
+            )
     return out
 
 
@@ -118,16 +129,26 @@ def latency_vs_rate(curves_: list[Curve], metric: str, palette: dict[str, str], 
         rows = [(x, latency_percentiles(reqs, metric)) for x, reqs in curve.points]
         for p in PERCENTILES:
             xs = [x for x, v in rows if v[p] is not None]
-            fig.add_trace(go.Scatter(x=xs, y=[v[p] for _, v in rows if v[p] is not None], mode="lines+markers",
-                                     name=label(f"{curve.label} p{p}"),
-                                     line=dict(color=palette.get(curve.accelerator), dash=DASH_BY_PERCENTILE[p])))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[v[p] for _, v in rows if v[p] is not None],
+                    mode="lines+markers",
+                    name=label(f"{curve.label} p{p}"),
+                    line=dict(color=palette.get(curve.accelerator), dash=DASH_BY_PERCENTILE[p]),
+                )
+            )
     for target, at in sorted({(c.slo[metric], c.slo.get("percentile")) for c in curves_ if c.slo.get(metric)}):
-        fig.add_hline(y=target, line=dict(color="black", width=1, dash="longdash"),
-                      annotation_text=label(f"SLO {metric} <= {target:g} s" + (f" at p{at:g}" if at else "")))
+        fig.add_hline(
+            y=target,
+            line=dict(color="black", width=1, dash="longdash"),
+            annotation_text=label(f"SLO {metric} <= {target:g} s" + (f" at p{at:g}" if at else "")),
+        )
     achieved = any(c.x_kind == "achieved" for c in curves_)
     x_title = "request rate (req/s; offered" + (", achieved for concurrency sweeps)" if achieved else ")")
-    fig.update_layout(**_layout(f"serving: {metric.removesuffix('_s').upper()} percentiles vs request rate",
-                                x_title, f"{metric} (s)"))
+    fig.update_layout(
+        **_layout(f"serving: {metric.removesuffix('_s').upper()} percentiles vs request rate", x_title, f"{metric} (s)")
+    )
     return fig
 
 
@@ -140,13 +161,32 @@ def per_user_vs_per_chip(points: list[tuple[str, float, float]], palette: dict[s
     fig = go.Figure()
     for acc in sorted({a for a, _, _ in points}):
         mine = [(x, y) for a, x, y in points if a == acc]
-        fig.add_trace(go.Scatter(x=[x for x, _ in mine], y=[y for _, y in mine], mode="markers", name=label(acc),
-                                 marker=dict(color=palette.get(acc), size=9)))
+        fig.add_trace(
+            go.Scatter(
+                x=[x for x, _ in mine],
+                y=[y for _, y in mine],
+                mode="markers",
+                name=label(acc),
+                marker=dict(color=palette.get(acc), size=9),
+            )
+        )
     front = pareto_max([(x, y) for _, x, y in points])
-    fig.add_trace(go.Scatter(x=[x for x, _ in front], y=[y for _, y in front], mode="lines", name="Pareto front",
-                             line=dict(color="black", shape="hv", dash="dot")))
-    fig.update_layout(**_layout("serving: output tokens/s per user vs per chip (each point one load)",
-                                "tokens/s per user (1 / median TPOT)", "output tokens/s per chip"))
+    fig.add_trace(
+        go.Scatter(
+            x=[x for x, _ in front],
+            y=[y for _, y in front],
+            mode="lines",
+            name="Pareto front",
+            line=dict(color="black", shape="hv", dash="dot"),
+        )
+    )
+    fig.update_layout(
+        **_layout(
+            "serving: output tokens/s per user vs per chip (each point one load)",
+            "tokens/s per user (1 / median TPOT)",
+            "output tokens/s per chip",
+        )
+    )
     return fig
 
 

@@ -17,8 +17,10 @@ from typing import Sequence
 RESAMPLES = 2000
 SEED = 0
 LEVEL = 0.95
-METHOD = (f"{LEVEL:.0%} percentile bootstrap of the ratio of medians: each side's runs resampled with "
-          f"replacement, independently, {RESAMPLES:,} times (seed {SEED}); needs at least 2 runs per side")
+METHOD = (
+    f"{LEVEL:.0%} percentile bootstrap of the ratio of medians: each side's runs resampled with "
+    f"replacement, independently, {RESAMPLES:,} times (seed {SEED}); needs at least 2 runs per side"
+)
 NOT_MEASURED = "between-run noise not measured"
 
 

@@ -23,8 +23,14 @@ def pytest_configure(config):
 def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`bench ARGS` as a subprocess of this interpreter; output captured as text."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=full_env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full_env,
+        timeout=timeout,
+    )
 
 
 def records_in(directory: Path) -> list[dict]:

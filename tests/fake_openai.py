@@ -28,8 +28,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "fake-model"
 
 
-def make_handler(delay: float, fail_every: int, drop_every: int, hold: float | None = None, ttft_base: float = 0.0,
-                 ttft_per_request: float = 0.0):
+def make_handler(
+    delay: float,
+    fail_every: int,
+    drop_every: int,
+    hold: float | None = None,
+    ttft_base: float = 0.0,
+    ttft_per_request: float = 0.0,
+):
     counter, lock = itertools.count(1), threading.Lock()
     in_flight = [0]
 
@@ -126,8 +132,15 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128  # a burst of new connections is not refused by the listen backlog
 
 
-def serve(port: int, delay: float = 0.005, fail_every: int = 0, drop_every: int = 0, hold: float | None = None,
-          ttft_base: float = 0.0, ttft_per_request: float = 0.0) -> ThreadingHTTPServer:
+def serve(
+    port: int,
+    delay: float = 0.005,
+    fail_every: int = 0,
+    drop_every: int = 0,
+    hold: float | None = None,
+    ttft_base: float = 0.0,
+    ttft_per_request: float = 0.0,
+) -> ThreadingHTTPServer:
     handler = make_handler(delay, fail_every, drop_every, hold, ttft_base, ttft_per_request)
     server = _Server(("127.0.0.1", port), handler)
     server.daemon_threads = True
@@ -145,8 +158,9 @@ def main() -> None:
     parser.add_argument("--ttft-per-request", type=float, default=0.0)
     args = parser.parse_args()
     print(f"fake OpenAI server on 127.0.0.1:{args.port}", flush=True)
-    serve(args.port, args.delay, args.fail_every, args.drop_every, args.hold, args.ttft_base,
-          args.ttft_per_request).serve_forever()
+    serve(
+        args.port, args.delay, args.fail_every, args.drop_every, args.hold, args.ttft_base, args.ttft_per_request
+    ).serve_forever()
 
 
 if __name__ == "__main__":

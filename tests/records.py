@@ -12,16 +12,55 @@ from harness.cost import Price, load_catalog, price_for, training_cost
 from harness.loader import set_dotted
 from harness.store import SCHEMA, SCHEMA_VERSION
 
-ARCH = {"vocab_size": 8192, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4,
-        "num_kv_heads": 1, "head_dim": 16, "layer_windows": [None, None]}
-MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
-         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192, "architecture": ARCH}
+ARCH = {
+    "vocab_size": 8192,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 1,
+    "head_dim": 16,
+    "layer_windows": [None, None],
+}
+MODEL = {
+    "num_params": 1_210_000,
+    "num_embedding_params": 200_000,
+    "num_trainable_params": 10_000,
+    "num_layers": 2,
+    "num_heads": 4,
+    "head_dim": 16,
+    "hidden_size": 64,
+    "vocab_size": 8192,
+    "architecture": ARCH,
+}
 
 
-def make_record(times, *, name="tiny", variant="default", backend="torch", kind="cpu", device="AMD EPYC",
-                catalog_key="cpu", chips=1, warmup=(5.0,), tokens=1000, padded=2048, compiles=None,
-                status="ok", failure=None, repeat=0, budgets=(), cell=None, precision=None, options=None,
-                overrides=None, profile=None, started_at="2026-11-25T00:00:00+00:00", usd_per_chip_hour=None) -> dict:
+def make_record(
+    times,
+    *,
+    name="tiny",
+    variant="default",
+    backend="torch",
+    kind="cpu",
+    device="AMD EPYC",
+    catalog_key="cpu",
+    chips=1,
+    warmup=(5.0,),
+    tokens=1000,
+    padded=2048,
+    compiles=None,
+    status="ok",
+    failure=None,
+    repeat=0,
+    budgets=(),
+    cell=None,
+    precision=None,
+    options=None,
+    overrides=None,
+    profile=None,
+    started_at="2026-11-25T00:00:00+00:00",
+    usd_per_chip_hour=None,
+) -> dict:
     """`cell` (matrix values by dotted key) defaults to what `variant` names
     (`padding=dynamic` -> sequence.padding); `overrides` are --set values; both land in
     the resolved scenario, as a real run's do. `usd_per_chip_hour` bills at a custom price."""
@@ -35,32 +74,78 @@ def make_record(times, *, name="tiny", variant="default", backend="torch", kind=
         set_dotted(resolved, "train.precision", precision, "make_record")
     all_times = list(warmup) + list(times)
     compiles = compiles or [0] * len(all_times)
-    steps = [{"index": i, "phase": "warmup" if i < len(warmup) else "measure", "start_s": float(i), "time_s": t,
-              "tokens_real": tokens, "tokens_padded": padded, "seq_len": 128, "num_compiles": compiles[i],
-              "row_tokens": [tokens // 8] * 8,
-              "compile_s": 0.0, "loss": 2.0 - 0.01 * i} for i, t in enumerate(all_times)]
-    raw = {"loop": {"steps": steps, "window": None, "setup_compiles": 0}, "model": MODEL,
-           "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"}, "setup_s": 1.0,
-           "wall_s": 1.0 + sum(all_times), "data": {}, "versions": {"torch": "2.13.0"}, "notes": []}
+    steps = [
+        {
+            "index": i,
+            "phase": "warmup" if i < len(warmup) else "measure",
+            "start_s": float(i),
+            "time_s": t,
+            "tokens_real": tokens,
+            "tokens_padded": padded,
+            "seq_len": 128,
+            "num_compiles": compiles[i],
+            "row_tokens": [tokens // 8] * 8,
+            "compile_s": 0.0,
+            "loss": 2.0 - 0.01 * i,
+        }
+        for i, t in enumerate(all_times)
+    ]
+    raw = {
+        "loop": {"steps": steps, "window": None, "setup_compiles": 0},
+        "model": MODEL,
+        "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"},
+        "setup_s": 1.0,
+        "wall_s": 1.0 + sum(all_times),
+        "data": {},
+        "versions": {"torch": "2.13.0"},
+        "notes": [],
+    }
     accelerator = {"kind": kind, "name": device, "count": chips, "catalog_key": catalog_key}
     record = {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": uuid.uuid4().hex, "run_key": uuid.uuid4().hex,
-        "status": status, "failure": failure,
-        "scenario": {"name": name, "reference": None, "file": f"scenarios/{name}.yaml", "hash": "h", "variant": variant,
-                     "cell": cell, "repeat": repeat, "overrides": dict(overrides or {}), "profile": profile,
-                     "resolved": resolved},
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": uuid.uuid4().hex,
+        "run_key": uuid.uuid4().hex,
+        "status": status,
+        "failure": failure,
+        "scenario": {
+            "name": name,
+            "reference": None,
+            "file": f"scenarios/{name}.yaml",
+            "hash": "h",
+            "variant": variant,
+            "cell": cell,
+            "repeat": repeat,
+            "overrides": dict(overrides or {}),
+            "profile": profile,
+            "resolved": resolved,
+        },
         "backend": {"name": backend, "python": "python", "options": dict(options or {})},
         "accelerator": accelerator,
-        "provenance": {"commit": "abc", "dirty": False, "hostname": "h", "platform": "linux", "python": "3.11",
-                       "bench_version": "0.1.0", "started_at": started_at,
-                       "finished_at": "2026-11-25T00:01:00+00:00", "command": ["bench"], "libraries": {}},
-        "raw": raw, "metrics": None, "cost": None,
+        "provenance": {
+            "commit": "abc",
+            "dirty": False,
+            "hostname": "h",
+            "platform": "linux",
+            "python": "3.11",
+            "bench_version": "0.1.0",
+            "started_at": started_at,
+            "finished_at": "2026-11-25T00:01:00+00:00",
+            "command": ["bench"],
+            "libraries": {},
+        },
+        "raw": raw,
+        "metrics": None,
+        "cost": None,
     }
     if status == "ok":
         flops = metrics.FlopsModel(ARCH, lora=True, adapter_params=MODEL["num_trainable_params"])
         record["metrics"] = metrics.training_metrics(raw, accelerator, flops)
-        price = price_for(catalog_key, None, load_catalog()) if usd_per_chip_hour is None else \
-            Price(catalog_key, usd_per_chip_hour, "custom", "test", "2026-11")
+        price = (
+            price_for(catalog_key, None, load_catalog())
+            if usd_per_chip_hour is None
+            else Price(catalog_key, usd_per_chip_hour, "custom", "test", "2026-11")
+        )
         record["cost"] = training_cost(record["metrics"], chips, price)
     return record
 
@@ -81,8 +166,12 @@ def _cell(variant: str) -> dict:
 
 
 def failed_record(**kwargs) -> dict:
-    return make_record([1.0], status="failed",
-                       failure={"kind": "error", "reason": "RuntimeError: boom", "exit_code": 1, "log_tail": ""}, **kwargs)
+    return make_record(
+        [1.0],
+        status="failed",
+        failure={"kind": "error", "reason": "RuntimeError: boom", "exit_code": 1, "log_tail": ""},
+        **kwargs,
+    )
 
 
 def clone(record: dict, **changes) -> dict:

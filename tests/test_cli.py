@@ -7,8 +7,9 @@ import json
 import os
 import sys
 
-from conftest import bench
 from harness import registry
+
+from conftest import bench
 
 
 def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
@@ -24,7 +25,10 @@ def test_backends_lists_torch_on_cpu_and_says_why_others_are_unavailable():
     if os.environ.get("BENCH_PYTHON_XLA_FSDPV2"):  # CI's torch_xla environment
         assert rows["xla-fsdpv2"]["available"] and rows["xla-fsdpv2"]["device_kind"] == "cpu"
         # A CPU is one device; a run asks for virtual ones with parallel.devices.
-        assert rows["xla-fsdpv2"]["device_count"] == 1 and rows["xla-fsdpv2"]["python"] == os.environ["BENCH_PYTHON_XLA_FSDPV2"]
+        assert (
+            rows["xla-fsdpv2"]["device_count"] == 1
+            and rows["xla-fsdpv2"]["python"] == os.environ["BENCH_PYTHON_XLA_FSDPV2"]
+        )
     else:
         assert not rows["xla-fsdpv2"]["available"] and "torch_xla" in rows["xla-fsdpv2"]["reason"]
     assert rows["torchax"]["available"] and rows["torchax"]["device_count"] == 1  # the test extra has it

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from conftest import ROOT, TINY, bench, records_in, write_scenario
 from harness.display import SUMMARY_COLUMNS, summary
 from harness.loader import resolve_runs
 from harness.record import run_key
 from harness.store import load_record
+
+from conftest import ROOT, TINY, bench, records_in, write_scenario
 from records import failed_record, make_record
 
 FAST = ["--no-progress", "--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0"]
@@ -56,8 +57,9 @@ def test_a_results_dir_that_is_a_file_is_refused_before_any_work(tmp_path, spy_p
     blocker.write_text("not a directory\n")
     target = blocker / inside if inside else blocker
     started = time.monotonic()
-    done = bench("run", "scenarios/tiny.yaml", "--results-dir", str(target), "--python", f"torch={wrapper}", *FAST,
-                 timeout=120)
+    done = bench(
+        "run", "scenarios/tiny.yaml", "--results-dir", str(target), "--python", f"torch={wrapper}", *FAST, timeout=120
+    )
     refused(done, "--results-dir", str(target), "not a directory")
     assert time.monotonic() - started < 15  # seconds: no probe, no run
     assert not marker.exists(), "a backend was probed or run before the refusal"
@@ -83,9 +85,28 @@ def test_a_record_that_cannot_be_written_is_saved_somewhere_safe_and_says_where(
         "sys.exit(main(sys.argv[2:]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", script, str(results), "run", str(ROOT / "scenarios" / "tiny.yaml"),
-                           "--backend", "torch", "--results-dir", str(results), "--timeout", "1", *FAST],
-                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(results),
+            "run",
+            str(ROOT / "scenarios" / "tiny.yaml"),
+            "--backend",
+            "torch",
+            "--results-dir",
+            str(results),
+            "--timeout",
+            "1",
+            *FAST,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
@@ -112,19 +133,41 @@ def test_a_misspelt_python_backend_is_refused_not_ignored(tmp_path):
 
 
 def test_a_missing_interpreter_is_named_even_without_backend(tmp_path):
-    done = bench("run", "scenarios/tiny.yaml", "--results-dir", str(tmp_path / "r"), "--python",
-                 "torch=/nonexistent/python3", timeout=60)
+    done = bench(
+        "run",
+        "scenarios/tiny.yaml",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--python",
+        "torch=/nonexistent/python3",
+        timeout=60,
+    )
     refused(done, "--python torch=/nonexistent/python3", "cannot be run")
-    via_env = bench("run", "scenarios/tiny.yaml", "--results-dir", str(tmp_path / "r"),
-                    env={"BENCH_PYTHON_TORCH": "/nonexistent/python3"}, timeout=60)
+    via_env = bench(
+        "run",
+        "scenarios/tiny.yaml",
+        "--results-dir",
+        str(tmp_path / "r"),
+        env={"BENCH_PYTHON_TORCH": "/nonexistent/python3"},
+        timeout=60,
+    )
     refused(via_env, "BENCH_PYTHON_TORCH=/nonexistent/python3")
 
 
 def test_backend_options_are_checked_before_any_probe(tmp_path, spy_python):
     wrapper, marker = spy_python
     path = write_scenario(tmp_path, TINY + "backend_options:\n  torch: {devise: cuda}\n")
-    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--backend", "torch",
-                 "--python", f"torch={wrapper}", timeout=60)
+    done = bench(
+        "run",
+        str(path),
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--backend",
+        "torch",
+        "--python",
+        f"torch={wrapper}",
+        timeout=60,
+    )
     refused(done, str(path), "backend_options.torch.devise", "unknown key")
     assert not marker.exists()
 
@@ -147,8 +190,17 @@ def test_run_json_lists_runs_skipped_as_done_with_their_paths(tmp_path):
     existing = make_record([0.5] * 3)
     existing["run_key"] = run_key(run.scenario_hash, "torch", "cpu", 0)
     (results / "done.json").write_text(json.dumps(existing))
-    done = bench("run", "scenarios/tiny.yaml", "--backend", "torch", "--results-dir", str(results), "--json",
-                 "--no-progress", timeout=120)
+    done = bench(
+        "run",
+        "scenarios/tiny.yaml",
+        "--backend",
+        "torch",
+        "--results-dir",
+        str(results),
+        "--json",
+        "--no-progress",
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     (entry,) = json.loads(done.stdout)
     assert entry["skipped"] is True and entry["path"] == str(results / "done.json")
@@ -176,25 +228,48 @@ def test_the_summary_keeps_every_value_whole_at_80_columns():
     for text in (wide, narrow):
         for column in SUMMARY_COLUMNS:
             assert column in text
-        for value in (f"{m['step_time_s']['median']:.4g}", f"{m['step_time_s']['p90']:.4g}",
-                      f"{m['tokens_per_s_real']:.4g}", f"{m['peak_memory_gib']:.3g}", f"{c['usd_run']:.2g}",
-                      "timeout", "a-rather-long-scenario-name", "padding=bucketed,seed=12"):
+        for value in (
+            f"{m['step_time_s']['median']:.4g}",
+            f"{m['step_time_s']['p90']:.4g}",
+            f"{m['tokens_per_s_real']:.4g}",
+            f"{m['peak_memory_gib']:.3g}",
+            f"{c['usd_run']:.2g}",
+            "timeout",
+            "a-rather-long-scenario-name",
+            "padding=bucketed,seed=12",
+        ):
             assert value in text, (value, text)
 
 
 @pytest.mark.slow
 def test_a_real_run_summary_in_an_80_column_log_keeps_every_column(tmp_path):
     results = tmp_path / "r"
-    done = bench("run", "scenarios/tiny.yaml", "--backend", "torch", "--results-dir", str(results), *FAST,
-                 env={"COLUMNS": "80"}, timeout=300)
+    done = bench(
+        "run",
+        "scenarios/tiny.yaml",
+        "--backend",
+        "torch",
+        "--results-dir",
+        str(results),
+        *FAST,
+        env={"COLUMNS": "80"},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (record,) = records_in(results)
     m, c = record["metrics"], record["cost"]
-    table = done.stdout[done.stdout.index("bench results"):]
+    table = done.stdout[done.stdout.index("bench results") :]
     assert "…" not in table and all(len(line) <= 80 for line in table.splitlines())
-    expected = [f"{m['step_time_s']['median']:.4g}", f"{m['step_time_s']['p90']:.4g}", str(m["num_recompiles"]),
-                f"{m['tokens_per_s_real']:.4g}", f"{m['peak_memory_gib']:.3g}", f"{c['usd_run']:.2g}", "ok",
-                "torch on cpu"]
+    expected = [
+        f"{m['step_time_s']['median']:.4g}",
+        f"{m['step_time_s']['p90']:.4g}",
+        str(m["num_recompiles"]),
+        f"{m['tokens_per_s_real']:.4g}",
+        f"{m['peak_memory_gib']:.3g}",
+        f"{c['usd_run']:.2g}",
+        "ok",
+        "torch on cpu",
+    ]
     for column, value in zip(("step med (s)", "p90 (s)", "recomp", "tok/s real", "mem (GiB)", "$/run"), expected):
         assert f"{column} {value}" in table, (column, value, table)
     assert "MFU n/a" in table  # no datasheet peak for a CPU
@@ -235,8 +310,18 @@ def test_a_gate_with_no_comparable_baseline_fails_unless_missing_data_is_allowed
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("bench: gate failed:") and "share no comparable runs" in line and "--allow-no-data" in line
-    allowed = bench("gate", str(current), "--baseline", str(baseline), "--budgets", str(budgets), "--allow-no-data",
-                    "--format", "md", timeout=60)
+    allowed = bench(
+        "gate",
+        str(current),
+        "--baseline",
+        str(baseline),
+        "--budgets",
+        str(budgets),
+        "--allow-no-data",
+        "--format",
+        "md",
+        timeout=60,
+    )
     assert allowed.returncode == 0 and "**PASS**" in allowed.stdout, allowed.stderr
     same = bench("gate", str(current), "--baseline", str(current), "--budgets", str(budgets), timeout=60)
     assert same.returncode == 0, same.stderr
@@ -244,24 +329,37 @@ def test_a_gate_with_no_comparable_baseline_fails_unless_missing_data_is_allowed
 
 def test_a_baseline_without_relative_limits_says_there_is_nothing_to_compare(tmp_path):
     current = _results(tmp_path / "current", make_record([0.5] * 4))
-    line = refused(bench("gate", str(current), "--baseline", str(current), timeout=60),
-                   f"--baseline {current}", "nothing is compared with the baseline", "relative")
+    line = refused(
+        bench("gate", str(current), "--baseline", str(current), timeout=60),
+        f"--baseline {current}",
+        "nothing is compared with the baseline",
+        "relative",
+    )
     assert "give --budgets ... or --baseline" not in line
     budgets = tmp_path / "absolute.yaml"
     budgets.write_text("budgets: [{metric: step_time_s, max: 10}]\n")
-    refused(bench("gate", str(current), "--baseline", str(current), "--budgets", str(budgets), timeout=60),
-            str(budgets), "no `relative:` limits")
+    refused(
+        bench("gate", str(current), "--baseline", str(current), "--budgets", str(budgets), timeout=60),
+        str(budgets),
+        "no `relative:` limits",
+    )
     refused(bench("gate", str(current), timeout=60), str(current), "no checks")
 
 
 # --------------------------------------------------------------------------- cost
-@pytest.mark.parametrize("args, needles", [
-    (["--speedup", "0", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup", "> 0"]),
-    (["--speedup", "-1", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup", "> 0"]),
-    (["--speedup", "nan", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup"]),
-    (["--speedup", "1.6", "--a", "v5p-7", "--b", "h100-sxm:2"], ["--a v5p-7", "2 per chip"]),
-    (["--speedup", "1.6", "--a", "v5p-8", "--b", "h100:2"], ["--b h100:2", "unknown accelerator 'h100'", "h100-sxm"]),
-    (["--speedup", "1.6", "--a", "v5p-8", "--b", "h100-sxm:0"], ["--b h100-sxm:0", "chips"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--speedup", "0", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup", "> 0"]),
+        (["--speedup", "-1", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup", "> 0"]),
+        (["--speedup", "nan", "--a", "v5p-8", "--b", "h100-sxm:2"], ["--speedup"]),
+        (["--speedup", "1.6", "--a", "v5p-7", "--b", "h100-sxm:2"], ["--a v5p-7", "2 per chip"]),
+        (
+            ["--speedup", "1.6", "--a", "v5p-8", "--b", "h100:2"],
+            ["--b h100:2", "unknown accelerator 'h100'", "h100-sxm"],
+        ),
+        (["--speedup", "1.6", "--a", "v5p-8", "--b", "h100-sxm:0"], ["--b h100-sxm:0", "chips"]),
+    ],
+)
 def test_cost_refuses_nonsense_naming_the_flag(args, needles):
     refused(bench("cost", *args, timeout=60), *needles)

@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from conftest import bench
 from harness.accelerators import catalog_key, chips_in_slice
 from harness.cost import cost_ratio, load_catalog, parse_fleet, price_for, training_cost, workload_cost
 from harness.errors import SpecError
 from harness.spec import CostSpec
+
+from conftest import bench
 from records import make_record
 
 
@@ -27,11 +28,15 @@ def test_record_cost_recomputes_by_hand():
 
 
 def test_scenario_prices_override_the_catalog_and_say_so():
-    spec = CostSpec.model_validate({"prices": {"h100-sxm": {"usd_per_chip_hour": 2.5, "source": "our contract", "date": "2026-10"}}})
+    spec = CostSpec.model_validate(
+        {"prices": {"h100-sxm": {"usd_per_chip_hour": 2.5, "source": "our contract", "date": "2026-10"}}}
+    )
     price = price_for("h100-sxm", spec, load_catalog())
     assert (price.usd_per_chip_hour, price.pricing, price.source) == (2.5, "custom", "our contract")
-    assert price_for("tpu-v6e", CostSpec(pricing="spot"), load_catalog()).usd_per_chip_hour == \
-        load_catalog()["tpu-v6e"]["spot"]
+    assert (
+        price_for("tpu-v6e", CostSpec(pricing="spot"), load_catalog()).usd_per_chip_hour
+        == load_catalog()["tpu-v6e"]["spot"]
+    )
     assert training_cost({"run_time_s": 1, "measured_time_s": 1, "tokens_per_s_real": 1}, 1, None) is None
 
 
@@ -48,13 +53,17 @@ def test_w3_published_training_ratio_reproduces_at_w3s_prices(tmp_path):
     price it assumed; at the catalog's current GCP us-central1 price (~$5.38) the same
     speed-up is only ~1.03x cheaper (metrics.md): the price decides the answer."""
     prices = tmp_path / "w3-prices.yaml"
-    prices.write_text('h100-sxm: {on_demand: 11.06, source: "W3\'s assumed H100 price (GCP A3, other regions)", date: "2025"}\n')
+    prices.write_text(
+        'h100-sxm: {on_demand: 11.06, source: "W3\'s assumed H100 price (GCP A3, other regions)", date: "2025"}\n'
+    )
     result = cost_ratio(1.61, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), load_catalog(prices))
     assert result["price_ratio"] == pytest.approx((4 * 4.20) / (2 * 11.06))
     assert 1 / result["cost_ratio"] == pytest.approx(2.12, abs=0.01)
     current = cost_ratio(1.61, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), load_catalog())
     catalog = load_catalog()
-    assert current["price_ratio"] == pytest.approx((4 * catalog["tpu-v5p"]["on_demand"]) / (2 * catalog["h100-sxm"]["on_demand"]))
+    assert current["price_ratio"] == pytest.approx(
+        (4 * catalog["tpu-v5p"]["on_demand"]) / (2 * catalog["h100-sxm"]["on_demand"])
+    )
     assert 1 / current["cost_ratio"] == pytest.approx(1.03, abs=0.01)
     done = bench("cost", "--speedup", "1.61", "--a", "v5p-8", "--b", "h100-sxm:2", "--prices", str(prices))
     assert done.returncode == 0
@@ -126,23 +135,49 @@ def test_a_run_on_an_unknown_device_gets_no_mfu_no_price_and_a_warning():
 
     acc = accelerator_from({"accelerator": {"kind": "cuda", "name": "NVIDIA H800", "count": 1}}, None)
     assert acc["catalog_key"] == "cuda-unknown" and "NVIDIA H800" in acc["warning"]
-    raw = {"loop": {"steps": [{"phase": "measure", "time_s": 1.0, "tokens_real": 10, "tokens_padded": 10,
-                               "seq_len": 8, "num_compiles": 0, "compile_s": 0.0, "loss": 1.0, "row_tokens": [10]}],
-                    "window": None}, "memory": {}}
-    arch = {"vocab_size": 10, "hidden_size": 4, "intermediate_size": 8, "num_layers": 1, "num_heads": 1,
-            "num_kv_heads": 1, "head_dim": 4}
+    raw = {
+        "loop": {
+            "steps": [
+                {
+                    "phase": "measure",
+                    "time_s": 1.0,
+                    "tokens_real": 10,
+                    "tokens_padded": 10,
+                    "seq_len": 8,
+                    "num_compiles": 0,
+                    "compile_s": 0.0,
+                    "loss": 1.0,
+                    "row_tokens": [10],
+                }
+            ],
+            "window": None,
+        },
+        "memory": {},
+    }
+    arch = {
+        "vocab_size": 10,
+        "hidden_size": 4,
+        "intermediate_size": 8,
+        "num_layers": 1,
+        "num_heads": 1,
+        "num_kv_heads": 1,
+        "head_dim": 4,
+    }
     metrics = training_metrics(raw, acc, FlopsModel(arch, lora=False, adapter_params=0))
     assert metrics["mfu"] is None and metrics["model_tflops_per_s"] > 0
 
 
-@pytest.mark.parametrize("text, message", [
-    ("v5p-7", "2 per chip"),  # TensorCores: 7 is 3.5 chips, not 3
-    ("v4-1", "2 per chip"),
-    ("h100:2", "known: "),
-    ("v9-8", "unknown accelerator 'v9-8'"),
-    ("h100-sxm:0", "chip count"),
-    ("h100-sxm:99999999", "chip count"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("v5p-7", "2 per chip"),  # TensorCores: 7 is 3.5 chips, not 3
+        ("v4-1", "2 per chip"),
+        ("h100:2", "known: "),
+        ("v9-8", "unknown accelerator 'v9-8'"),
+        ("h100-sxm:0", "chip count"),
+        ("h100-sxm:99999999", "chip count"),
+    ],
+)
 def test_a_fleet_that_is_not_one_is_refused(text, message):
     with pytest.raises(SpecError, match=message):
         parse_fleet(text, load_catalog(), "--a")

@@ -6,10 +6,11 @@ import json
 
 import numpy as np
 
-from conftest import TINY, write_scenario
 from harness.data.batches import IGNORE_INDEX, build_batches
 from harness.data.function_calling import generate
 from harness.loader import resolve_runs
+
+from conftest import TINY, write_scenario
 
 
 def scenario(tmp_path, **overrides):
@@ -75,17 +76,28 @@ def test_truncation_keeps_the_trained_answer(tmp_path):
 
 
 def test_jsonl_source_with_tools_as_a_json_string(tmp_path):
-    rows = [{"messages": [{"role": "user", "content": f"steps on day {i}?"},
-                          {"role": "assistant", "content": "<start_function_call>call:get_steps{}<end_function_call>"}],
-             "tools": json.dumps([{"name": "get_steps", "parameters": {}}])} for i in range(8)]
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"steps on day {i}?"},
+                {"role": "assistant", "content": "<start_function_call>call:get_steps{}<end_function_call>"},
+            ],
+            "tools": json.dumps([{"name": "get_steps", "parameters": {}}]),
+        }
+        for i in range(8)
+    ]
     data = tmp_path / "train.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in rows))
     plan = build_batches(scenario(tmp_path, **{"data.source": "jsonl", "data.path": str(data)}))
     assert plan.description["num_examples"] == 8
-    first = plan.tokenizer.tokenizer.decode(plan.steps[0].micro_batches[0].input_ids[0].tolist(), skip_special_tokens=False)
+    first = plan.tokenizer.tokenizer.decode(
+        plan.steps[0].micro_batches[0].input_ids[0].tolist(), skip_special_tokens=False
+    )
     assert "get_steps" in first and "developer" in first  # tools listed in a developer turn
 
 
 def test_same_seed_same_batches(tmp_path):
     a, b = build_batches(scenario(tmp_path)), build_batches(scenario(tmp_path))
-    assert all(np.array_equal(x.micro_batches[0].input_ids, y.micro_batches[0].input_ids) for x, y in zip(a.steps, b.steps))
+    assert all(
+        np.array_equal(x.micro_batches[0].input_ids, y.micro_batches[0].input_ids) for x, y in zip(a.steps, b.steps)
+    )

@@ -7,9 +7,10 @@ import random
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
-from harness.gate import BudgetsFile, failing, load_budgets, markdown, no_data_reason, require_checks, run_gate
 from harness.errors import SpecError
+from harness.gate import BudgetsFile, failing, load_budgets, markdown, no_data_reason, require_checks, run_gate
+
+from conftest import TINY, bench, records_in, write_scenario
 from records import failed_record, make_record
 
 
@@ -24,11 +25,22 @@ def verdicts(checks):
 
 def test_absolute_limits_are_direction_aware():
     records = [make_record([0.5] * 6)]
-    budgets = BudgetsFile.model_validate({"budgets": [
-        {"metric": "step_time_s", "max": 0.4}, {"metric": "tokens_per_s_real", "min": 1000},
-        {"metric": "num_recompiles", "max": 0}, {"metric": "step_time_s", "max": 1.0, "backend": "other"}]})
+    budgets = BudgetsFile.model_validate(
+        {
+            "budgets": [
+                {"metric": "step_time_s", "max": 0.4},
+                {"metric": "tokens_per_s_real", "min": 1000},
+                {"metric": "num_recompiles", "max": 0},
+                {"metric": "step_time_s", "max": 1.0, "backend": "other"},
+            ]
+        }
+    )
     checks = run_gate(records, None, budgets, "b.yaml")
-    assert verdicts(checks) == [("step_time_s", "regression"), ("tokens_per_s_real", "pass"), ("num_recompiles", "pass")]
+    assert verdicts(checks) == [
+        ("step_time_s", "regression"),
+        ("tokens_per_s_real", "pass"),
+        ("num_recompiles", "pass"),
+    ]
     assert "step_time_s 0.5 s exceeds the limit max 0.4 s" in checks[0].detail
 
 
@@ -36,8 +48,10 @@ def test_relative_regression_needs_threshold_and_significance():
     baseline = [make_record(noisy(1.0, seed=1))]
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%", "tokens_per_s_real": "-10%"}})
     slower = [make_record(noisy(1.3, seed=2))]
-    assert verdicts(run_gate(slower, baseline, budgets, "b")) == [("step_time_s", "regression"),
-                                                                 ("tokens_per_s_real", "regression")]
+    assert verdicts(run_gate(slower, baseline, budgets, "b")) == [
+        ("step_time_s", "regression"),
+        ("tokens_per_s_real", "regression"),
+    ]
     same = [make_record(noisy(1.0, seed=3))]
     assert {v for _, v in verdicts(run_gate(same, baseline, budgets, "b"))} == {"pass"}
     faster = [make_record(noisy(0.7, seed=4))]
@@ -53,19 +67,25 @@ def test_beyond_threshold_but_indistinguishable_is_noise_not_regression():
 
 
 def test_failed_runs_fail_the_gate_and_scenario_budgets_apply():
-    records = [failed_record(name="a"), make_record([0.5] * 4, name="b", budgets=[{"metric": "step_time_s", "max": 0.1}])]
+    records = [
+        failed_record(name="a"),
+        make_record([0.5] * 4, name="b", budgets=[{"metric": "step_time_s", "max": 0.1}]),
+    ]
     checks = run_gate(records, None, BudgetsFile(), "b")
     assert [(c.group.split()[0], c.verdict) for c in checks] == [("a", "failed"), ("b", "regression")]
 
 
-@pytest.mark.parametrize("text, field", [
-    ("relative: {step_time_s: lots}\n", "relative"),
-    ("relative: {step_tme_s: +5%}\n", "relative"),
-    ("budgets: [{metric: step_time_s, max: 1}]\nextra: 1\n", "extra"),
-    ("budgets: [{metric: nope, max: 1}]\n", "budgets.0.metric"),
-    ("alpha: 2\n", "alpha"),
-    ("budgets: [\n", ""),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("relative: {step_time_s: lots}\n", "relative"),
+        ("relative: {step_tme_s: +5%}\n", "relative"),
+        ("budgets: [{metric: step_time_s, max: 1}]\nextra: 1\n", "extra"),
+        ("budgets: [{metric: nope, max: 1}]\n", "budgets.0.metric"),
+        ("alpha: 2\n", "alpha"),
+        ("budgets: [\n", ""),
+    ],
+)
 def test_a_malformed_budgets_file_exits_2_naming_file_and_field(tmp_path, text, field):
     path = tmp_path / "budgets.yaml"
     path.write_text(text)
@@ -89,11 +109,16 @@ def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
     # 3x slower: far past the +10% budget and past what a busy 2-core machine does to
     # single runs' steps (+50% once read as noise while another test run shared the CPU).
     fault = [{"at": "step", "step": 0, "action": "sleep", "seconds": 2.0 * median}]
-    assert bench("run", path, "--results-dir", str(slow_dir), *common, env={"BENCH_FAULTS": json.dumps(fault)}).returncode == 0
+    assert (
+        bench("run", path, "--results-dir", str(slow_dir), *common, env={"BENCH_FAULTS": json.dumps(fault)}).returncode
+        == 0
+    )
     budgets = tmp_path / "budgets.yaml"
     budgets.write_text("relative:\n  step_time_s: +10%\n")
     summary = tmp_path / "summary.md"
-    done = bench("gate", str(slow_dir), "--baseline", str(base_dir), "--budgets", str(budgets), "--markdown", str(summary))
+    done = bench(
+        "gate", str(slow_dir), "--baseline", str(base_dir), "--budgets", str(budgets), "--markdown", str(summary)
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "step_time_s" in done.stderr and "limit" in done.stderr and "vs baseline" in done.stderr
     assert "**FAIL**" in summary.read_text()
@@ -139,12 +164,15 @@ def test_budgets_apply_only_to_the_task_that_has_the_metric():
     assert verdicts(checks) == [("step_time_s", "pass")]
 
 
-@pytest.mark.parametrize("budgets, baseline, budgets_file, expected", [
-    ({}, "base", None, "without --budgets there are no relative limits"),
-    ({"budgets": [{"metric": "step_time_s", "max": 1}]}, "base", "b.yaml", "b.yaml has no `relative:` limits"),
-    ({"relative": {"step_time_s": "+5%"}}, None, "b.yaml", "relative limits compare with a baseline"),
-    ({}, None, None, "no checks: give --budgets FILE"),
-])
+@pytest.mark.parametrize(
+    "budgets, baseline, budgets_file, expected",
+    [
+        ({}, "base", None, "without --budgets there are no relative limits"),
+        ({"budgets": [{"metric": "step_time_s", "max": 1}]}, "base", "b.yaml", "b.yaml has no `relative:` limits"),
+        ({"relative": {"step_time_s": "+5%"}}, None, "b.yaml", "relative limits compare with a baseline"),
+        ({}, None, None, "no checks: give --budgets FILE"),
+    ],
+)
 def test_a_gate_that_would_check_nothing_says_exactly_why(budgets, baseline, budgets_file, expected):
     with pytest.raises(SpecError) as err:
         require_checks([], "results", budgets_file, baseline, BudgetsFile.model_validate(budgets))

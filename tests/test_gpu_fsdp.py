@@ -15,7 +15,9 @@ SHORT = ["--no-progress", "--set", "train.steps=6", "--set", "train.window_steps
 @pytest.fixture(scope="module")
 def sharding_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fsdp")
-    matrix = "matrix:\n  parallel.sharding: [full_shard, shard_grad_op]\n  train.gradient_checkpointing: [false, true]\n"
+    matrix = (
+        "matrix:\n  parallel.sharding: [full_shard, shard_grad_op]\n  train.gradient_checkpointing: [false, true]\n"
+    )
     path = write_scenario(tmp, FSDP + matrix)
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp / "r"), *SHORT)
     assert done.returncode == 0, failures_in(tmp / "r") or done.stderr + done.stdout
@@ -23,8 +25,13 @@ def sharding_runs(tmp_path_factory):
 
 
 def test_both_sharding_modes_with_and_without_checkpointing_shard_parameters(sharding_runs):
-    cells = {(r["scenario"]["resolved"]["parallel"]["sharding"], r["scenario"]["resolved"]["train"]["gradient_checkpointing"])
-             for r in sharding_runs}
+    cells = {
+        (
+            r["scenario"]["resolved"]["parallel"]["sharding"],
+            r["scenario"]["resolved"]["train"]["gradient_checkpointing"],
+        )
+        for r in sharding_runs
+    }
     assert cells == {("full_shard", False), ("full_shard", True), ("shard_grad_op", False), ("shard_grad_op", True)}
     for r in sharding_runs:
         assert r["status"] == "ok", r["failure"]
@@ -33,7 +40,9 @@ def test_both_sharding_modes_with_and_without_checkpointing_shard_parameters(sha
         assert extra["num_sharded_layers"] == 2 and extra["num_dtensor_params"] == extra["num_params_total"]
         assert extra["placements"] == ["(Shard(dim=0),)"]
         assert extra["local_param_fraction_rank0"] == pytest.approx(0.5, abs=0.02)
-        assert len(r["raw"]["memory"]["per_rank_bytes"]) == 2 and all(b > 0 for b in r["raw"]["memory"]["per_rank_bytes"])
+        assert len(r["raw"]["memory"]["per_rank_bytes"]) == 2 and all(
+            b > 0 for b in r["raw"]["memory"]["per_rank_bytes"]
+        )
         per_rank = extra["per_rank_step_time_s"]
         assert [s["time_s"] for s in r["raw"]["loop"]["steps"]] == [max(ts) for ts in zip(*per_rank)]
 
@@ -47,7 +56,9 @@ def test_first_losses_match_the_single_process_torch_backend(sharding_runs, tmp_
     for r in sharding_runs:
         got = [s["loss"] for s in r["raw"]["loop"]["steps"][:5]]
         assert got == pytest.approx(expected, rel=1e-3)
-        assert [s["tokens_real"] for s in r["raw"]["loop"]["steps"]] == [s["tokens_real"] for s in reference["raw"]["loop"]["steps"]]
+        assert [s["tokens_real"] for s in r["raw"]["loop"]["steps"]] == [
+            s["tokens_real"] for s in reference["raw"]["loop"]["steps"]
+        ]
 
 
 def new_lengths_after_warmup(record) -> int:
@@ -61,10 +72,27 @@ def new_lengths_after_warmup(record) -> int:
 def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_path, shapes):
     options = f"backend_options:\n  gpu-fsdp: {{compile: true, compile_backend: aot_eager, compile_shapes: {shapes}}}\n"
     buckets = "sequence:\n  max_length: 512\n  buckets: [128, 256, 512]\n"
-    path = write_scenario(tmp_path, FSDP.replace("sequence:\n  max_length: 512\n", buckets)
-                          + options + "matrix:\n  sequence.padding: [static, dynamic, bucketed]\n")
-    done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
-                 "--set", "train.warmup_steps=1", "--set", "train.global_batch=8", "--set", "train.micro_batch=1")
+    path = write_scenario(
+        tmp_path,
+        FSDP.replace("sequence:\n  max_length: 512\n", buckets)
+        + options
+        + "matrix:\n  sequence.padding: [static, dynamic, bucketed]\n",
+    )
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        "gpu-fsdp",
+        "--results-dir",
+        str(tmp_path / "r"),
+        *SHORT,
+        "--set",
+        "train.warmup_steps=1",
+        "--set",
+        "train.global_batch=8",
+        "--set",
+        "train.micro_batch=1",
+    )
     assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(tmp_path / "r")}
     static, dynamic = by_padding["static"]["metrics"], by_padding["dynamic"]["metrics"]

@@ -11,8 +11,22 @@ from pathlib import Path
 from conftest import ROOT
 
 PACKAGES = ("harness", "backends", "reports")
-ML_FRAMEWORKS = {"torch", "torch_xla", "jax", "jaxlib", "flax", "optax", "tunix", "qwix", "torchax",
-                 "transformers", "peft", "trl", "vllm", "tensorflow"}
+ML_FRAMEWORKS = {
+    "torch",
+    "torch_xla",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "tunix",
+    "qwix",
+    "torchax",
+    "transformers",
+    "peft",
+    "trl",
+    "vllm",
+    "tensorflow",
+}
 
 
 def module_name(path: Path) -> str:

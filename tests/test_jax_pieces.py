@@ -41,8 +41,10 @@ def test_compile_counter_counts_its_function_only_and_survives_listener_clearing
 
 def test_lora_targets_map_to_tunix_modules():
     hf = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    assert lora_module_pattern(hf, fused_qkv=False) == \
-        ".*attn_vec_einsum|.*down_proj|.*gate_proj|.*kv_einsum|.*q_einsum|.*up_proj"
+    assert (
+        lora_module_pattern(hf, fused_qkv=False)
+        == ".*attn_vec_einsum|.*down_proj|.*gate_proj|.*kv_einsum|.*q_einsum|.*up_proj"
+    )
     assert lora_module_pattern(("q_proj", "v_proj"), fused_qkv=True) == ".*qkv_einsum"
     assert lora_module_pattern(("q_einsum",), fused_qkv=False) == ".*q_einsum"
 
@@ -53,10 +55,20 @@ def test_unknown_lora_target_names_the_field():
 
 
 def test_hf_gemma3_config_maps_to_architecture_fields():
-    config = {"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
-              "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
-              "sliding_window": 512, "query_pre_attn_scalar": 256, "tie_word_embeddings": True,
-              "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}}
+    config = {
+        "model_type": "gemma3_text",
+        "vocab_size": 262144,
+        "hidden_size": 640,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 18,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "sliding_window": 512,
+        "query_pre_attn_scalar": 256,
+        "tie_word_embeddings": True,
+        "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}},
+    }
     from harness.presets import MODEL_PRESETS
 
     arch = architecture_from_hf_config({"text_config": config})
@@ -71,8 +83,14 @@ def test_device_facts_name_tpu_generation_gpu_and_chip_count():
     from harness.accelerators import catalog_key
 
     def chips(platform, kind, peaks):
-        return [SimpleNamespace(platform=platform, device_kind=kind,
-                                memory_stats=lambda p=p: {"peak_bytes_in_use": p, "bytes_in_use": 1}) for p in peaks]
+        return [
+            SimpleNamespace(
+                platform=platform,
+                device_kind=kind,
+                memory_stats=lambda p=p: {"peak_bytes_in_use": p, "bytes_in_use": 1},
+            )
+            for p in peaks
+        ]
 
     tpus = chips("tpu", "TPU v5 lite", [3, 9, 4, 5])
     acc = accelerator(tpus)
@@ -133,8 +151,19 @@ def test_peft_adapter_keys_map_to_qwix_lora_weights():
 
     prefix = "base_model.model.model.layers.3"
     assert _tunix_lora_path(f"{prefix}.self_attn.q_proj.lora_A.weight") == ("layers", 3, "attn", "q_einsum", "w_lora_a")
-    assert _tunix_lora_path(f"{prefix}.self_attn.o_proj.lora_B.weight") == \
-        ("layers", 3, "attn", "attn_vec_einsum", "w_lora_b")
-    assert _tunix_lora_path(f"{prefix}.mlp.down_proj.lora_A.weight") == ("layers", 3, "mlp", "down_proj", "kernel_lora_a")
+    assert _tunix_lora_path(f"{prefix}.self_attn.o_proj.lora_B.weight") == (
+        "layers",
+        3,
+        "attn",
+        "attn_vec_einsum",
+        "w_lora_b",
+    )
+    assert _tunix_lora_path(f"{prefix}.mlp.down_proj.lora_A.weight") == (
+        "layers",
+        3,
+        "mlp",
+        "down_proj",
+        "kernel_lora_a",
+    )
     with pytest.raises(ModelConfigError, match=r"backend_options\.jax-tunix\.lora_init: .*k_proj"):
         _tunix_lora_path(f"{prefix}.self_attn.k_proj.lora_A.weight")

@@ -54,8 +54,17 @@ def ok(record) -> dict:
 def run_tiny(tmp_path, name: str, *sets: str, timeout: float = 900) -> dict:
     """tiny.yaml on jax-tunix with `--set` pairs; its one record, whatever its status
     (`ok` says why a run that should pass did not)."""
-    done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix", "--results-dir",
-                 str(tmp_path / name), "--no-progress", *sets, timeout=timeout)
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, TINY)),
+        "--backend",
+        "jax-tunix",
+        "--results-dir",
+        str(tmp_path / name),
+        "--no-progress",
+        *sets,
+        timeout=timeout,
+    )
     records = records_in(tmp_path / name)
     assert len(records) == 1, done.stderr + done.stdout
     return records[0]
@@ -69,8 +78,20 @@ def measured(record, key="time_s") -> list[float]:
 def padding_records(tmp_path_factory):
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     out = tmp_path_factory.mktemp("tunix") / "r"
-    done = bench("run", "scenarios/padding.yaml", "--backend", "jax-tunix", "--set", "model.preset=tiny-gemma3",
-                 *TENSOR_2, *SEPARATE_TARGETS, "--results-dir", str(out), "--no-progress", timeout=1500)
+    done = bench(
+        "run",
+        "scenarios/padding.yaml",
+        "--backend",
+        "jax-tunix",
+        "--set",
+        "model.preset=tiny-gemma3",
+        *TENSOR_2,
+        *SEPARATE_TARGETS,
+        "--results-dir",
+        str(out),
+        "--no-progress",
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     return {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(out)}
 
@@ -91,8 +112,10 @@ def test_padding_matrix_writes_three_records_with_compiles_and_step_times(paddin
         # Rows split over the 2 fsdp devices, read from the sharded inputs; every step's
         # rows, tokens and lr as planned (status ok says so; spelled out here).
         assert record["raw"]["done"]["distinct_row_shards"] == 2
-        assert all(s["done"]["rows"] == 4 and s["done"]["tokens_real"] == s["tokens_real"]
-                   for s in record["raw"]["loop"]["steps"])
+        assert all(
+            s["done"]["rows"] == 4 and s["done"]["tokens_real"] == s["tokens_real"]
+            for s in record["raw"]["loop"]["steps"]
+        )
 
 
 def test_parameters_are_sharded_over_both_mesh_axes(padding_records):
@@ -125,9 +148,22 @@ def test_padding_does_not_change_the_loss(padding_records):
 def test_loss_falls_over_20_steps_on_repeated_data(tmp_path):
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     # Four examples and a global batch of four: every step sees the same data.
-    record = ok(run_tiny(tmp_path, "r", *MESH_2X2, *SEPARATE_TARGETS, "--set", "train.steps=20",
-                         "--set", "data.num_examples=4", "--set", "train.optimizer.lr=0.01",
-                         "--set", "train.window_steps=0"))
+    record = ok(
+        run_tiny(
+            tmp_path,
+            "r",
+            *MESH_2X2,
+            *SEPARATE_TARGETS,
+            "--set",
+            "train.steps=20",
+            "--set",
+            "data.num_examples=4",
+            "--set",
+            "train.optimizer.lr=0.01",
+            "--set",
+            "train.window_steps=0",
+        )
+    )
     losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
     assert len(losses) == 20
     assert losses[-1] < losses[0] - 0.5
@@ -140,10 +176,25 @@ def bf16_cosine_record(tmp_path_factory):
     (8 rows = 2 rows x 2 fsdp devices x 2): Tunix's MultiSteps steps the inner optimizer
     once per step."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    return run_tiny(tmp_path_factory.mktemp("bf16"), "r", "--set", "parallel.devices=2", *SEPARATE_TARGETS,
-                    "--set", "train.precision=bf16", "--set", "train.global_batch=8", "--set", "train.steps=6",
-                    "--set", "train.window_steps=0", "--set", "train.schedule.name=cosine",
-                    "--set", "train.schedule.warmup_ratio=0.34")
+    return run_tiny(
+        tmp_path_factory.mktemp("bf16"),
+        "r",
+        "--set",
+        "parallel.devices=2",
+        *SEPARATE_TARGETS,
+        "--set",
+        "train.precision=bf16",
+        "--set",
+        "train.global_batch=8",
+        "--set",
+        "train.steps=6",
+        "--set",
+        "train.window_steps=0",
+        "--set",
+        "train.schedule.name=cosine",
+        "--set",
+        "train.schedule.warmup_ratio=0.34",
+    )
 
 
 def test_each_step_applies_the_plans_lr_the_one_torch_applies(bf16_cosine_record):
@@ -162,8 +213,12 @@ def test_each_step_applies_the_plans_lr_the_one_torch_applies(bf16_cosine_record
 
 def test_bf16_stores_frozen_weights_in_bf16_and_trains_fp32_lora(bf16_cosine_record):
     record = ok(bf16_cosine_record)
-    assert record["raw"]["done"]["dtypes"] == {"frozen_params": "bf16", "trainable_params": "fp32",
-                                                "compute": "bf16", "optimizer_state": "fp32"}
+    assert record["raw"]["done"]["dtypes"] == {
+        "frozen_params": "bf16",
+        "trainable_params": "fp32",
+        "compute": "bf16",
+        "optimizer_state": "fp32",
+    }
     assert record["raw"]["done"]["distinct_row_shards"] == 2
     assert all(s["loss"] > 0 for s in record["raw"]["loop"]["steps"])
 
@@ -172,8 +227,16 @@ def test_k_and_v_targets_are_refused_naming_the_field(tmp_path):
     """tiny.yaml's targets are peft's seven, k_proj and v_proj included: Tunix cannot
     train them as separate adapters, so the run fails before any work, naming the field."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix",
-                 "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=600)
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, TINY)),
+        "--backend",
+        "jax-tunix",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        timeout=600,
+    )
     assert done.returncode == 1
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and record["failure"]["kind"] == "error"
@@ -185,8 +248,18 @@ def test_fuse_kv_lora_trains_the_fused_adapter_and_says_so(tmp_path):
     """With the option the fused k/v adapter trains; the record says why its trainable
     count is not peft's (the plan check then leaves the count out)."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    record = ok(run_tiny(tmp_path, "r", "--set", "backend_options.jax-tunix.fuse_kv_lora=true",
-                         "--set", "train.steps=3", "--set", "train.window_steps=0"))
+    record = ok(
+        run_tiny(
+            tmp_path,
+            "r",
+            "--set",
+            "backend_options.jax-tunix.fuse_kv_lora=true",
+            "--set",
+            "train.steps=3",
+            "--set",
+            "train.window_steps=0",
+        )
+    )
     done = record["raw"]["done"]
     assert "k_proj, v_proj" in done["trainable_params_deviation"]
     # One A (hidden x rank) for k and v instead of two, per layer: 2 layers x 64 x 8 fewer.
@@ -206,8 +279,10 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
     for name, extra in (("tiny", []), ("wide", ["--set", f"model.arch={wide}", "--set", "train.window_steps=0"])):
         records[name] = ok(run_tiny(tmp_path, name, *MESH_2X2, *SEPARATE_TARGETS, "--set", "train.steps=6", *extra))
     step = {k: statistics.median(measured(r)) for k, r in records.items()}
-    dispatch = {k: statistics.median(r["raw"]["extra"]["dispatch_s"][r["scenario"]["resolved"]["train"]["warmup_steps"]:])
-                for k, r in records.items()}
+    dispatch = {
+        k: statistics.median(r["raw"]["extra"]["dispatch_s"][r["scenario"]["resolved"]["train"]["warmup_steps"] :])
+        for k, r in records.items()
+    }
     assert records["wide"]["raw"]["model"]["num_params"] > 10 * records["tiny"]["raw"]["model"]["num_params"]
     assert step["wide"] / step["tiny"] > 3, step
     # The extra device work lands in the step time, not in the dispatch. (On a 2-core host
@@ -233,16 +308,39 @@ def test_local_checkpoint_loads_and_matches_the_torch_backend(tmp_path):
     from harness.presets import MODEL_PRESETS
 
     torch.manual_seed(123)
-    AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager")).save_pretrained(tmp_path / "model")
-    scenario = TINY.replace("  preset: tiny-gemma3\n", f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n")
-    scenario = scenario.replace("  lora: {rank: 8, alpha: 16}\n", "  lora: {rank: 8, alpha: 16, target_modules: "
-                                "[q_proj, o_proj, gate_proj, up_proj, down_proj]}\n")
+    AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager")).save_pretrained(
+        tmp_path / "model"
+    )
+    scenario = TINY.replace(
+        "  preset: tiny-gemma3\n", f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n"
+    )
+    scenario = scenario.replace(
+        "  lora: {rank: 8, alpha: 16}\n",
+        "  lora: {rank: 8, alpha: 16, target_modules: [q_proj, o_proj, gate_proj, up_proj, down_proj]}\n",
+    )
     path = write_scenario(tmp_path, scenario)
     first = {}
     for backend in ("torch", "jax-tunix"):
-        done = bench("run", str(path), "--backend", backend, "--results-dir", str(tmp_path / backend), "--no-progress",
-                     "--set", "train.steps=2", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
-                     "--set", "train.micro_batch=1", "--set", "sequence.max_length=256", timeout=900)
+        done = bench(
+            "run",
+            str(path),
+            "--backend",
+            backend,
+            "--results-dir",
+            str(tmp_path / backend),
+            "--no-progress",
+            "--set",
+            "train.steps=2",
+            "--set",
+            "train.warmup_steps=1",
+            "--set",
+            "train.window_steps=0",
+            "--set",
+            "train.micro_batch=1",
+            "--set",
+            "sequence.max_length=256",
+            timeout=900,
+        )
         assert done.returncode == 0, done.stderr + done.stdout
         (record,) = records_in(tmp_path / backend)
         first[backend] = ok(record)["raw"]["loop"]["steps"][0]["loss"]
@@ -296,20 +394,32 @@ def test_five_steps_from_the_same_nonzero_adapter_match_the_torch_backend(tmp_pa
             if "lora_" in name:
                 weight.normal_(0.0, 0.05)
     adapter.save_pretrained(tmp_path / "adapter")
-    edits = {"  preset: tiny-gemma3\n": f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n",
-             "  lora: {rank: 8, alpha: 16}\n":
-                 f"  lora: {{rank: 8, alpha: 16, target_modules: [{', '.join(targets)}]}}\n",
-             "  steps: 8\n": "  steps: 5\n", "  warmup_steps: 2\n": "  warmup_steps: 1\n",
-             "  window_steps: 2\n": "  window_steps: 0\n", "  micro_batch: 2\n": "  micro_batch: 1\n",
-             "  max_length: 512\n": "  max_length: 256\n"}
+    edits = {
+        "  preset: tiny-gemma3\n": f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n",
+        "  lora: {rank: 8, alpha: 16}\n": f"  lora: {{rank: 8, alpha: 16, target_modules: [{', '.join(targets)}]}}\n",
+        "  steps: 8\n": "  steps: 5\n",
+        "  warmup_steps: 2\n": "  warmup_steps: 1\n",
+        "  window_steps: 2\n": "  window_steps: 0\n",
+        "  micro_batch: 2\n": "  micro_batch: 1\n",
+        "  max_length: 512\n": "  max_length: 256\n",
+    }
     scenario = TINY
     for old, new in edits.items():
         assert old in scenario
         scenario = scenario.replace(old, new)
     torch_losses = torch_losses_from_adapter(scenario, tmp_path / "adapter")
-    done = bench("run", str(write_scenario(tmp_path, scenario)), "--backend", "jax-tunix", "--results-dir",
-                 str(tmp_path / "tunix"), "--no-progress",
-                 "--set", f"backend_options.jax-tunix.lora_init={tmp_path / 'adapter'}", timeout=900)
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, scenario)),
+        "--backend",
+        "jax-tunix",
+        "--results-dir",
+        str(tmp_path / "tunix"),
+        "--no-progress",
+        "--set",
+        f"backend_options.jax-tunix.lora_init={tmp_path / 'adapter'}",
+        timeout=900,
+    )
     records = records_in(tmp_path / "tunix")
     assert len(records) == 1, done.stderr + done.stdout
     record = ok(records[0])
@@ -357,8 +467,13 @@ def test_tunix_builds_the_same_architectures_as_transformers():
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS[name], "eager"))
         expected[name] = sum(p.numel() for p in model.parameters())
-    done = subprocess.run([interpreter_for("jax-tunix"), "-c", TUNIX_PARAM_COUNTS, *names], capture_output=True,
-                          text=True, env=worker_env(), timeout=300)
+    done = subprocess.run(
+        [interpreter_for("jax-tunix"), "-c", TUNIX_PARAM_COUNTS, *names],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
     assert expected["gemma-3-27b"] > 27e9
@@ -366,8 +481,18 @@ def test_tunix_builds_the_same_architectures_as_transformers():
 
 def test_a_model_tunix_cannot_build_is_a_failed_record_naming_the_field(tmp_path):
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    done = bench("run", str(write_scenario(tmp_path, TINY)), "--backend", "jax-tunix", "--set", "model.preset=qwen2.5-3b",
-                 "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=600)
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, TINY)),
+        "--backend",
+        "jax-tunix",
+        "--set",
+        "model.preset=qwen2.5-3b",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        timeout=600,
+    )
     assert done.returncode == 1
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and "model.preset" in record["failure"]["reason"]

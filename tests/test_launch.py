@@ -44,20 +44,43 @@ def skypilot_python() -> str:
 
 
 def parsed_by_skypilot(paths: list[Path]) -> dict[str, dict]:
-    done = subprocess.run([skypilot_python(), "-c", PARSE, *map(str, paths)], capture_output=True, text=True,
-                          timeout=300, cwd=paths[0].parent)
+    done = subprocess.run(
+        [skypilot_python(), "-c", PARSE, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=paths[0].parent,
+    )
     assert done.returncode == 0, done.stderr
     return {Path(k).name: v for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
 
 
 def test_dry_run_writes_one_task_per_target_that_skypilot_loads_as_intended(tmp_path):
-    done = bench("launch", W3, "--on", "tpu-v5p-8", "--on", "H100:2", "--on", "H100:8x2=gpu-fsdp",
-                 "--on", "tpu-v5p-16", "--out-dir", str(tmp_path), "--set", "train.steps=20", "--dry-run")
+    done = bench(
+        "launch",
+        W3,
+        "--on",
+        "tpu-v5p-8",
+        "--on",
+        "H100:2",
+        "--on",
+        "H100:8x2=gpu-fsdp",
+        "--on",
+        "tpu-v5p-16",
+        "--out-dir",
+        str(tmp_path),
+        "--set",
+        "train.steps=20",
+        "--dry-run",
+    )
     assert done.returncode == 0, done.stderr
     files = sorted(tmp_path.glob("*.yaml"))
     assert [f.name for f in files] == [
-        "w3_gemma_lora_tunix-h100-2.yaml", "w3_gemma_lora_tunix-h100-8x2-gpu-fsdp.yaml",
-        "w3_gemma_lora_tunix-tpu-v5p-16.yaml", "w3_gemma_lora_tunix-tpu-v5p-8.yaml"]
+        "w3_gemma_lora_tunix-h100-2.yaml",
+        "w3_gemma_lora_tunix-h100-8x2-gpu-fsdp.yaml",
+        "w3_gemma_lora_tunix-tpu-v5p-16.yaml",
+        "w3_gemma_lora_tunix-tpu-v5p-8.yaml",
+    ]
     for f in files:  # the commands printed: launch, copy the records home, tear down
         assert f"sky launch -y -c bench-{f.stem.split('-', 1)[1]} {f}" in done.stdout
     assert "rsync -az bench-h100-2:~/sky_workdir/results/launch/h100-2/ results/" in done.stdout
@@ -68,8 +91,10 @@ def test_dry_run_writes_one_task_per_target_that_skypilot_loads_as_intended(tmp_
     assert gpu["accelerators"] == {"H100": 2} and gpu["num_nodes"] == 1 and gpu["use_spot"] is False
     assert gpu["workdir"] == str(ROOT) and gpu["mounts"] == {}
     assert "~/bench-venv/bin/pip install -q -e '.[torch]'" in gpu["setup"]
-    assert gpu["run"].splitlines()[-1] == ("~/bench-venv/bin/bench run scenarios/w3_gemma_lora_tunix.yaml "
-                                           "--results-dir results/launch/h100-2 --no-progress --set train.steps=20")
+    assert gpu["run"].splitlines()[-1] == (
+        "~/bench-venv/bin/bench run scenarios/w3_gemma_lora_tunix.yaml "
+        "--results-dir results/launch/h100-2 --no-progress --set train.steps=20"
+    )
 
     nodes = tasks["w3_gemma_lora_tunix-h100-8x2-gpu-fsdp.yaml"]
     assert nodes["accelerators"] == {"H100": 8} and nodes["num_nodes"] == 2
@@ -85,7 +110,8 @@ def test_dry_run_writes_one_task_per_target_that_skypilot_loads_as_intended(tmp_
     assert tpu["run"].splitlines()[-1] == (
         "~/bench-jax/bin/bench run scenarios/w3_gemma_lora_tunix.yaml --results-dir results/launch/tpu-v5p-8 "
         '--no-progress --python "xla-fsdpv2=$HOME/bench-xla/bin/python" '
-        '--python "jax-tunix=$HOME/bench-jax/bin/python" --set train.steps=20')
+        '--python "jax-tunix=$HOME/bench-jax/bin/python" --set train.steps=20'
+    )
     assert "BENCH_HOST_RANK" not in tpu["run"]  # one host
 
     # A v5p-16 slice is one SkyPilot node of 2 hosts (8 chips, 4 a host): the job spans
@@ -96,8 +122,18 @@ def test_dry_run_writes_one_task_per_target_that_skypilot_loads_as_intended(tmp_
 
 
 def test_spot_with_a_bucket_mounts_it_and_uses_managed_jobs(tmp_path):
-    done = bench("launch", W3, "--on", "H100:2", "--out-dir", str(tmp_path), "--bucket", "gs://bench-w3/run1",
-                 "--spot", "--dry-run")
+    done = bench(
+        "launch",
+        W3,
+        "--on",
+        "H100:2",
+        "--out-dir",
+        str(tmp_path),
+        "--bucket",
+        "gs://bench-w3/run1",
+        "--spot",
+        "--dry-run",
+    )
     assert done.returncode == 0, done.stderr
     (path,) = tmp_path.glob("*.yaml")
     assert f"sky jobs launch -y -n bench-h100-2 {path}" in done.stdout and "rsync" not in done.stdout
@@ -106,13 +142,16 @@ def test_spot_with_a_bucket_mounts_it_and_uses_managed_jobs(tmp_path):
     assert "--results-dir /bench-results/h100-2" in task["run"]
 
 
-@pytest.mark.parametrize("args, field", [
-    (["--on", "H100:two"], "--on H100:two"),
-    (["--on", "tpu-v5p-8:4"], "--on tpu-v5p-8:4"),
-    (["--on", "H100:2", "--on", "h100:2"], "--on"),
-    (["--on", "H100:2", "--spot"], "--spot"),
-    ([], "--on"),
-])
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--on", "H100:two"], "--on H100:two"),
+        (["--on", "tpu-v5p-8:4"], "--on tpu-v5p-8:4"),
+        (["--on", "H100:2", "--on", "h100:2"], "--on"),
+        (["--on", "H100:2", "--spot"], "--spot"),
+        ([], "--on"),
+    ],
+)
 def test_bad_launch_input_is_refused_naming_the_flag(tmp_path, args, field):
     done = bench("launch", W3, *args, "--out-dir", str(tmp_path), "--dry-run")
     assert done.returncode == 2 and done.stderr.startswith(f"bench: {field}"), done.stderr

@@ -7,10 +7,27 @@ import pytest
 
 from harness import metrics
 
-ARCH = {"vocab_size": 8192, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4,
-        "num_kv_heads": 1, "head_dim": 16, "layer_windows": [32, None]}
-MODEL = {"num_params": 1_210_000, "num_embedding_params": 200_000, "num_trainable_params": 10_000,
-         "num_layers": 2, "num_heads": 4, "head_dim": 16, "hidden_size": 64, "vocab_size": 8192, "architecture": ARCH}
+ARCH = {
+    "vocab_size": 8192,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 1,
+    "head_dim": 16,
+    "layer_windows": [32, None],
+}
+MODEL = {
+    "num_params": 1_210_000,
+    "num_embedding_params": 200_000,
+    "num_trainable_params": 10_000,
+    "num_layers": 2,
+    "num_heads": 4,
+    "head_dim": 16,
+    "hidden_size": 64,
+    "vocab_size": 8192,
+    "architecture": ARCH,
+}
 FULL = metrics.FlopsModel(ARCH, lora=False, adapter_params=0)
 LORA = metrics.FlopsModel(ARCH, lora=True, adapter_params=10_000)
 
@@ -18,12 +35,29 @@ LORA = metrics.FlopsModel(ARCH, lora=True, adapter_params=10_000)
 def raw(times, phases, seq_len=128, tokens=1000, window=None, compiles=None):
     rows = [tokens // 8] * 8
     compiles = compiles or [1 if i == 0 else 0 for i in range(len(times))]
-    steps = [{"index": i, "phase": p, "start_s": float(i), "time_s": t, "tokens_real": tokens, "tokens_padded": 2 * tokens,
-              "seq_len": seq_len, "num_compiles": compiles[i], "compile_s": 0.5 if compiles[i] else 0.0, "loss": 1.0,
-              "row_tokens": rows}
-             for i, (t, p) in enumerate(zip(times, phases))]
-    return {"loop": {"steps": steps, "window": window, "setup_compiles": 0}, "model": MODEL,
-            "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"}, "setup_s": 1.0, "wall_s": 10.0}
+    steps = [
+        {
+            "index": i,
+            "phase": p,
+            "start_s": float(i),
+            "time_s": t,
+            "tokens_real": tokens,
+            "tokens_padded": 2 * tokens,
+            "seq_len": seq_len,
+            "num_compiles": compiles[i],
+            "compile_s": 0.5 if compiles[i] else 0.0,
+            "loss": 1.0,
+            "row_tokens": rows,
+        }
+        for i, (t, p) in enumerate(zip(times, phases))
+    ]
+    return {
+        "loop": {"steps": steps, "window": window, "setup_compiles": 0},
+        "model": MODEL,
+        "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"},
+        "setup_s": 1.0,
+        "wall_s": 10.0,
+    }
 
 
 def test_percentile_matches_numpy():
@@ -50,7 +84,9 @@ def test_mfu_matches_a_hand_computation_for_a_stated_peak():
 
 
 def test_steady_and_effective_throughput_keep_recompiles_apart():
-    data = raw([5.0, 1.0, 3.0, 1.0, 1.0], ["warmup", "measure", "measure", "measure", "measure"], compiles=[2, 0, 1, 0, 0])
+    data = raw(
+        [5.0, 1.0, 3.0, 1.0, 1.0], ["warmup", "measure", "measure", "measure", "measure"], compiles=[2, 0, 1, 0, 0]
+    )
     m = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, LORA)
     assert m["step_time_s"]["n"] == 3 and m["step_time_s"]["max"] == 1.0  # the compiling step is not in it
     assert m["tokens_per_s_real"] == pytest.approx(3000 / 3.0)
@@ -74,8 +110,17 @@ def test_mfu_above_one_is_withheld():
 
 
 def test_window_throughput_uses_the_single_sync_time():
-    window = {"num_steps": 2, "time_s": 0.8, "tokens_real": 400, "tokens_padded": 800, "num_compiles": 0, "losses": [1, 1]}
-    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"], window=window), {"count": 1, "catalog_key": "cpu"}, LORA)
+    window = {
+        "num_steps": 2,
+        "time_s": 0.8,
+        "tokens_real": 400,
+        "tokens_padded": 800,
+        "num_compiles": 0,
+        "losses": [1, 1],
+    }
+    m = metrics.training_metrics(
+        raw([1.0, 0.5], ["warmup", "measure"], window=window), {"count": 1, "catalog_key": "cpu"}, LORA
+    )
     assert m["window_tokens_per_s_real"] == 500.0
 
 
@@ -92,10 +137,27 @@ def hand_flops(arch: dict, layer_types: list[str], rows: list[int], rank: int, t
     gradient of a frozen weight (4 in all) and 4 more for a trained adapter weight
     (6 in all); the LM head is a matmul whatever its storage; attention QK^T and AV,
     forward and backward (x3), over the keys each causal position really attends."""
-    d, f, h, k, q, v, layers = (arch[n] for n in ("hidden_size", "intermediate_size", "num_heads", "num_kv_heads",
-                                                  "head_dim", "vocab_size", "num_layers"))
-    shapes = {"q_proj": (d, h * q), "k_proj": (d, k * q), "v_proj": (d, k * q), "o_proj": (h * q, d),
-              "gate_proj": (d, f), "up_proj": (d, f), "down_proj": (f, d)}
+    d, f, h, k, q, v, layers = (
+        arch[n]
+        for n in (
+            "hidden_size",
+            "intermediate_size",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "vocab_size",
+            "num_layers",
+        )
+    )
+    shapes = {
+        "q_proj": (d, h * q),
+        "k_proj": (d, k * q),
+        "v_proj": (d, k * q),
+        "o_proj": (h * q, d),
+        "gate_proj": (d, f),
+        "up_proj": (d, f),
+        "down_proj": (f, d),
+    }
     frozen = layers * sum(i * o for i, o in shapes.values()) + v * d  # the head counts
     adapters = layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
     total = 0.0
@@ -121,23 +183,59 @@ def test_records_flops_per_token_match_a_hand_count(preset, tied):
     arch = MODEL_PRESETS[preset]
     layers = arch["num_layers"]
     if arch["family"] == "gemma3":
-        types = transformers.Gemma3TextConfig(num_hidden_layers=layers, sliding_window=arch["sliding_window"]).layer_types
+        types = transformers.Gemma3TextConfig(
+            num_hidden_layers=layers, sliding_window=arch["sliding_window"]
+        ).layer_types
     else:
         types = ["full_attention"] * layers
     rows = [7, 333, 700, 1024] if arch["family"] == "gemma3" and preset != "tiny-gemma3" else [5, 40, 200, 64]
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     expected, adapters = hand_flops(arch, types, rows, 8, targets)
-    scenario = validate({"name": "flops", "model": {"preset": preset, "arch": {"tie_embeddings": tied}},
-                         "sequence": {"max_length": 1024}, "train": {"lora": {"rank": 8}}}, "t")
-    step = {"index": 1, "phase": "measure", "start_s": 1.0, "time_s": 1.0, "tokens_real": sum(rows),
-            "tokens_padded": 4096, "seq_len": 1024, "seq_lens": [1024], "num_compiles": 0, "compile_s": 0.0,
-            "rows": 4, "row_tokens": rows, "loss": 1.0}
-    facts = {"loop": {"steps": [{**step, "index": 0, "phase": "warmup"}, step], "window": None},
-             "model": {"num_trainable_params": adapters}, "memory": {"peak_bytes": 1, "kind": "cpu_peak_rss"},
-             "accelerator": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1}, "versions": {},
-             "setup_s": 1.0, "wall_s": 3.0}
-    record = build_record(ResolvedRun(scenario, "t", {}, 0, {}), "torch", "python", None, {"facts": facts},
-                          key="k", started=0.0, finished=1.0, catalog={}, command=[])
+    scenario = validate(
+        {
+            "name": "flops",
+            "model": {"preset": preset, "arch": {"tie_embeddings": tied}},
+            "sequence": {"max_length": 1024},
+            "train": {"lora": {"rank": 8}},
+        },
+        "t",
+    )
+    step = {
+        "index": 1,
+        "phase": "measure",
+        "start_s": 1.0,
+        "time_s": 1.0,
+        "tokens_real": sum(rows),
+        "tokens_padded": 4096,
+        "seq_len": 1024,
+        "seq_lens": [1024],
+        "num_compiles": 0,
+        "compile_s": 0.0,
+        "rows": 4,
+        "row_tokens": rows,
+        "loss": 1.0,
+    }
+    facts = {
+        "loop": {"steps": [{**step, "index": 0, "phase": "warmup"}, step], "window": None},
+        "model": {"num_trainable_params": adapters},
+        "memory": {"peak_bytes": 1, "kind": "cpu_peak_rss"},
+        "accelerator": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1},
+        "versions": {},
+        "setup_s": 1.0,
+        "wall_s": 3.0,
+    }
+    record = build_record(
+        ResolvedRun(scenario, "t", {}, 0, {}),
+        "torch",
+        "python",
+        None,
+        {"facts": facts},
+        key="k",
+        started=0.0,
+        finished=1.0,
+        catalog={},
+        command=[],
+    )
     assert record["status"] == "ok", record["failure"]
     assert record["metrics"]["model_flops_per_token"] == pytest.approx(expected, rel=0.005)
     assert record["metrics"]["mfu"] == pytest.approx(expected * sum(rows) / 989e12, rel=0.005)

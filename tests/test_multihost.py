@@ -31,14 +31,21 @@ def start(scenario, results, *args: str, env: dict[str, str] | None = None) -> s
     """`bench run` started, not awaited."""
     return subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(scenario), "--results-dir", str(results), *args],
-        cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def start_hosts(scenario, results, hosts: int, *args: str) -> list[subprocess.Popen]:
     """`bench run` once per host, all at once, as a job's hosts would."""
     coordinator = f"127.0.0.1:{free_port()}"
-    return [start(scenario, results, *args, env={"BENCH_HOST_RANK": str(rank), "BENCH_COORDINATOR": coordinator})
-            for rank in range(hosts)]
+    return [
+        start(scenario, results, *args, env={"BENCH_HOST_RANK": str(rank), "BENCH_COORDINATOR": coordinator})
+        for rank in range(hosts)
+    ]
 
 
 def finish(procs: list[subprocess.Popen], timeout: float) -> list[subprocess.CompletedProcess]:
@@ -60,13 +67,16 @@ def run_hosts(scenario, results, hosts: int, *args: str, timeout: float = 600) -
     return finish(start_hosts(scenario, results, hosts, *args), timeout)
 
 
-def reference_and_job(one_scenario, one_results, job_scenario, job_results, hosts: int, one_args, job_args,
-                      timeout: float = 600):
+def reference_and_job(
+    one_scenario, one_results, job_scenario, job_results, hosts: int, one_args, job_args, timeout: float = 600
+):
     """The one-host reference and the job's hosts started together (the runs are largely
     waiting on imports, compiles and each other, so on a small CI machine this saves
     most of the reference's time); (the reference's output, the hosts' outputs)."""
-    single, *done = finish([start(one_scenario, one_results, *one_args),
-                            *start_hosts(job_scenario, job_results, hosts, *job_args)], timeout)
+    single, *done = finish(
+        [start(one_scenario, one_results, *one_args), *start_hosts(job_scenario, job_results, hosts, *job_args)],
+        timeout,
+    )
     assert single.returncode == 0, failures_in(one_results) or single.stderr[-3000:]
     assert [d.returncode for d in done] == [0] * hosts, [d.stderr[-3000:] for d in done]
     assert "host 1 of 2" in done[1].stderr and "written by host 0" in done[1].stderr
@@ -98,8 +108,12 @@ def test_gpu_fsdp_two_nodes_of_one_rank_match_one_node_of_two(tmp_path):
     assert tokens(job) == tokens(reference)
     assert job["plan"]["hosts"] == 2 and reference["plan"]["hosts"] == 1
     # Stated: 2 hosts, 2 processes, 2 devices; billed: one CPU machine per host.
-    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == \
-        {"hosts": 2, "processes": 2, "devices": 2, "count": 2}
+    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == {
+        "hosts": 2,
+        "processes": 2,
+        "devices": 2,
+        "count": 2,
+    }
     assert reference["accelerator"]["count"] == 1
     assert len(job["raw"]["extra"]["per_rank_host"]) == 2
     assert len(job["raw"]["memory"]["per_rank_bytes"]) == 2
@@ -107,11 +121,27 @@ def test_gpu_fsdp_two_nodes_of_one_rank_match_one_node_of_two(tmp_path):
 
 def test_a_host_rank_outside_the_job_is_refused_naming_the_variable(tmp_path):
     two_nodes = write_scenario(tmp_path, TINY + "parallel:\n  devices: 2\n  hosts: 2\n")
-    done = bench("run", str(two_nodes), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
-                 env={"BENCH_HOST_RANK": "2", "BENCH_COORDINATOR": "127.0.0.1:1234"})
+    done = bench(
+        "run",
+        str(two_nodes),
+        "--backend",
+        "gpu-fsdp",
+        "--results-dir",
+        str(tmp_path / "r"),
+        *SHORT,
+        env={"BENCH_HOST_RANK": "2", "BENCH_COORDINATOR": "127.0.0.1:1234"},
+    )
     assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
-    done = bench("run", str(two_nodes), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT,
-                 env={"BENCH_HOST_RANK": "", "BENCH_COORDINATOR": ""})
+    done = bench(
+        "run",
+        str(two_nodes),
+        "--backend",
+        "gpu-fsdp",
+        "--results-dir",
+        str(tmp_path / "r"),
+        *SHORT,
+        env={"BENCH_HOST_RANK": "", "BENCH_COORDINATOR": ""},
+    )
     assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
     assert not (tmp_path / "r").exists()
 
@@ -120,15 +150,32 @@ def test_a_host_rank_outside_the_job_is_refused_naming_the_variable(tmp_path):
 # A 2 x 2 (fsdp x tp) mesh: on one host 4 virtual CPU devices; over 2 hosts 2 each, the
 # fsdp axis across the hosts (each host feeds its half of the rows). Peft's targets
 # that Tunix adapts one by one (k/v are fused in Tunix: refused otherwise).
-TUNIX = ["--backend", "jax-tunix", *SHORT, "--set", "parallel.devices=4", "--set", "parallel.tensor=2",
-         "--set", "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]"]
+TUNIX = [
+    "--backend",
+    "jax-tunix",
+    *SHORT,
+    "--set",
+    "parallel.devices=4",
+    "--set",
+    "parallel.tensor=2",
+    "--set",
+    "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]",
+]
 
 
 def test_jax_tunix_two_processes_of_two_devices_match_one_process_of_four(tmp_path):
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     scenario = write_scenario(tmp_path, TINY)
-    reference, job = reference_and_job(scenario, tmp_path / "one", scenario, tmp_path / "two", 2,
-                                       TUNIX, [*TUNIX, "--set", "parallel.hosts=2"], timeout=900)
+    reference, job = reference_and_job(
+        scenario,
+        tmp_path / "one",
+        scenario,
+        tmp_path / "two",
+        2,
+        TUNIX,
+        [*TUNIX, "--set", "parallel.hosts=2"],
+        timeout=900,
+    )
     assert losses(job) == pytest.approx(losses(reference), rel=1e-5)
     assert tokens(job) == tokens(reference)
     extra = job["raw"]["extra"]
@@ -136,8 +183,12 @@ def test_jax_tunix_two_processes_of_two_devices_match_one_process_of_four(tmp_pa
     assert len(extra["per_process_host"]) == 2 and extra["mesh"] == {"fsdp": 2, "tp": 2}
     # The plan's check passed: both fsdp shards (one per host) fed distinct rows.
     assert job["done"]["distinct_row_shards"] == 2 if "done" in job else True
-    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == \
-        {"hosts": 2, "processes": 2, "devices": 4, "count": 2}
+    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == {
+        "hosts": 2,
+        "processes": 2,
+        "devices": 4,
+        "count": 2,
+    }
     assert len(job["raw"]["memory"]["per_rank_bytes"]) == 2
 
 
@@ -145,15 +196,32 @@ def test_jax_tunix_two_processes_of_two_devices_match_one_process_of_four(tmp_pa
 # A (data, fsdp) = (1, 4) mesh: over 2 hosts the fsdp axis (weights and rows) spans
 # them. 8 rows a step as 2 micro-batches of 4, so the donated gradient carry is
 # accumulated across hosts too.
-TORCHAX = ["--backend", "torchax", *SHORT, "--set", "parallel.devices=4", "--set", "train.global_batch=8",
-           "--set", "train.micro_batch=1"]
+TORCHAX = [
+    "--backend",
+    "torchax",
+    *SHORT,
+    "--set",
+    "parallel.devices=4",
+    "--set",
+    "train.global_batch=8",
+    "--set",
+    "train.micro_batch=1",
+]
 
 
 def test_torchax_two_processes_of_two_devices_match_one_process_of_four(tmp_path):
     stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     scenario = write_scenario(tmp_path, TINY)
-    reference, job = reference_and_job(scenario, tmp_path / "one", scenario, tmp_path / "two", 2,
-                                       TORCHAX, [*TORCHAX, "--set", "parallel.hosts=2"], timeout=900)
+    reference, job = reference_and_job(
+        scenario,
+        tmp_path / "one",
+        scenario,
+        tmp_path / "two",
+        2,
+        TORCHAX,
+        [*TORCHAX, "--set", "parallel.hosts=2"],
+        timeout=900,
+    )
     assert losses(job) == pytest.approx(losses(reference), rel=1e-5)
     assert tokens(job) == tokens(reference)
     assert all(len(s["seq_lens"]) == 2 for s in job["raw"]["loop"]["steps"])
@@ -164,7 +232,11 @@ def test_torchax_two_processes_of_two_devices_match_one_process_of_four(tmp_path
     assert extra["num_params_sharded"] == reference["raw"]["extra"]["num_params_sharded"] > 0
     # Counted over both hosts' devices: 4 distinct row blocks (the plan check passed).
     assert job["raw"]["done"]["distinct_row_shards"] == 4
-    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == \
-        {"hosts": 2, "processes": 2, "devices": 4, "count": 2}
+    assert {k: job["accelerator"][k] for k in ("hosts", "processes", "devices", "count")} == {
+        "hosts": 2,
+        "processes": 2,
+        "devices": 4,
+        "count": 2,
+    }
     assert reference["accelerator"]["count"] == 1 and "hosts" not in reference["accelerator"]
     assert len(job["raw"]["memory"]["per_rank_bytes"]) == 2

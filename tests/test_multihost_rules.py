@@ -13,8 +13,12 @@ from harness.runner import done_already
 
 
 def plan_of(hosts: int, backend: str = "jax-tunix"):
-    doc = {"name": "t", "model": {"preset": "tiny-gemma3"}, "train": {"global_batch": 8, "micro_batch": 1},
-           "parallel": {"devices": 4, "hosts": hosts}}
+    doc = {
+        "name": "t",
+        "model": {"preset": "tiny-gemma3"},
+        "train": {"global_batch": 8, "micro_batch": 1},
+        "parallel": {"devices": 4, "hosts": hosts},
+    }
     return plans.resolve(validate(doc, "s.yaml"), "cpu", 1, registry.get(backend).capabilities, "s.yaml")
 
 

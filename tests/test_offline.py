@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from harness import offline
+
+from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 SITE = sysconfig.get_paths()["purelib"]  # this venv's packages: the "image"
@@ -28,8 +29,9 @@ def base_python() -> str:
 
 
 def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        list(args), capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def test_stdlib_only_module_runs_without_pydantic():
@@ -54,12 +56,31 @@ def test_download_install_without_an_index_and_import_from_the_target(tmp_path):
     # On the target: no index at all (PIP_NO_INDEX, and the machine's extra indexes and
     # find-links switched off), into an empty folder, with an interpreter without pydantic.
     no_index = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "", "PIP_CONFIG_FILE": os.devnull}
-    done = run(base_python(), "-m", "harness.offline", "install", str(wheels), "--target", str(target),
-               "--python", sys.executable, env=no_index)
+    done = run(
+        base_python(),
+        "-m",
+        "harness.offline",
+        "install",
+        str(wheels),
+        "--target",
+        str(target),
+        "--python",
+        sys.executable,
+        env=no_index,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert (target / "pydantic").is_dir() and (target / "tunix").is_dir() and (target / "harness").is_dir()
 
-    done = run(base_python(), "-m", "harness.offline", "check", "--target", str(target), "--python", base_python(),
-               env={"PYTHONPATH": SITE})
+    done = run(
+        base_python(),
+        "-m",
+        "harness.offline",
+        "check",
+        "--target",
+        str(target),
+        "--python",
+        base_python(),
+        env={"PYTHONPATH": SITE},
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert f"bench from {target}" in done.stdout, done.stdout

@@ -13,25 +13,53 @@ from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_
 
 pytestmark = pytest.mark.slow
 
-COMMON = ["--no-progress", "--set", "train.global_batch=8", "--set", "train.steps=5", "--set", "train.warmup_steps=1",
-          "--set", "train.window_steps=0", "--set", "train.precision=fp32"]
+COMMON = [
+    "--no-progress",
+    "--set",
+    "train.global_batch=8",
+    "--set",
+    "train.steps=5",
+    "--set",
+    "train.warmup_steps=1",
+    "--set",
+    "train.window_steps=0",
+    "--set",
+    "train.precision=fp32",
+]
 # Every schedule, each backend applying the plan's lr (one implementation in the core).
-SCHEDULES = ("matrix:\n  train.schedule:\n"
-             "    - {name: constant}\n"
-             "    - {name: linear, warmup_ratio: 0.2}\n"
-             "    - {name: cosine}\n"
-             "    - {name: cosine, warmup_ratio: 0.2}\n"
-             "    - {name: cosine_with_restarts, cycles: 2, warmup_ratio: 0.2}\n")
+SCHEDULES = (
+    "matrix:\n  train.schedule:\n"
+    "    - {name: constant}\n"
+    "    - {name: linear, warmup_ratio: 0.2}\n"
+    "    - {name: cosine}\n"
+    "    - {name: cosine, warmup_ratio: 0.2}\n"
+    "    - {name: cosine_with_restarts, cycles: 2, warmup_ratio: 0.2}\n"
+)
 
 # (label, backend, extra --set values, stack module, how CI provides it)
 RUNS = [
     ("torch", "torch", ["train.micro_batch=1"], None, None),
     ("gpu-fsdp micro 1", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=1"], None, None),
     ("gpu-fsdp micro 2", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=2"], None, None),
-    ("xla-fsdpv2", "xla-fsdpv2", ["parallel.devices=4", "train.micro_batch=1"], "torch_xla", ".ci/run builds .venv-xla"),
+    (
+        "xla-fsdpv2",
+        "xla-fsdpv2",
+        ["parallel.devices=4", "train.micro_batch=1"],
+        "torch_xla",
+        ".ci/run builds .venv-xla",
+    ),
     ("torchax", "torchax", ["parallel.devices=4", "train.micro_batch=1"], "torchax", "pip install -e '.[torchax]'"),
-    ("jax-tunix", "jax-tunix", ["parallel.devices=4", "train.micro_batch=1", "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]"],
-     "tunix", ".ci/run builds .venv-jax"),
+    (
+        "jax-tunix",
+        "jax-tunix",
+        [
+            "parallel.devices=4",
+            "train.micro_batch=1",
+            "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]",
+        ],
+        "tunix",
+        ".ci/run builds .venv-jax",
+    ),
 ]
 
 
@@ -44,8 +72,17 @@ def records(tmp_path_factory):
         if module and not stack_available(backend, module, how):
             continue  # compared where installed; under CI every stack must be there
         out = tmp / label.replace(" ", "-")
-        done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), *COMMON,
-                     *[a for s in sets for a in ("--set", s)], timeout=900)
+        done = bench(
+            "run",
+            str(path),
+            "--backend",
+            backend,
+            "--results-dir",
+            str(out),
+            *COMMON,
+            *[a for s in sets for a in ("--set", s)],
+            timeout=900,
+        )
         assert done.returncode == 0, f"{label}: {failures_in(out) or done.stderr + done.stdout}"
         for record in records_in(out):
             found[(label, schedule_of(record))] = record
@@ -84,7 +121,10 @@ def test_every_backend_applied_the_torch_backends_lr_at_every_step_of_every_sche
     assert restarts[0] == 0.0 and len(set(restarts)) > 2  # warm-up from 0, then restarts
     assert steps(records[("torch", "cosine warm-up 0.0")], "lr")[0] == 1e-3  # no warm-up: the full lr at once
     for (label, schedule), record in records.items():
-        assert steps(record, "lr") == pytest.approx(steps(records[("torch", schedule)], "lr"), abs=1e-9), (label, schedule)
+        assert steps(record, "lr") == pytest.approx(steps(records[("torch", schedule)], "lr"), abs=1e-9), (
+            label,
+            schedule,
+        )
 
 
 def test_devices_did_distinct_work(records):
@@ -111,12 +151,35 @@ def test_a_bf16_run_completes_and_its_record_says_bf16(tmp_path, backend, sets):
     if backend == "xla-fsdpv2" and not stack_available(backend, "torch_xla", ".ci/run builds .venv-xla"):
         pytest.skip("torch_xla is not installed here")
     path = write_scenario(tmp_path, TINY)
-    done = bench("run", str(path), "--backend", backend, "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "train.precision=bf16", "--set", "train.global_batch=8", "--set", "train.micro_batch=1",
-                 "--set", "train.steps=2", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
-                 *[a for s in sets for a in ("--set", s)], timeout=900)
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        backend,
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--set",
+        "train.precision=bf16",
+        "--set",
+        "train.global_batch=8",
+        "--set",
+        "train.micro_batch=1",
+        "--set",
+        "train.steps=2",
+        "--set",
+        "train.warmup_steps=1",
+        "--set",
+        "train.window_steps=0",
+        *[a for s in sets for a in ("--set", s)],
+        timeout=900,
+    )
     assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     (record,) = records_in(tmp_path / "r")
     assert record["plan"]["precision"]["name"] == "bf16"
-    assert record["raw"]["done"]["dtypes"] == {"frozen_params": "bf16", "trainable_params": "fp32",
-                                               "compute": "bf16", "optimizer_state": "fp32"}
+    assert record["raw"]["done"]["dtypes"] == {
+        "frozen_params": "bf16",
+        "trainable_params": "fp32",
+        "compute": "bf16",
+        "optimizer_state": "fp32",
+    }

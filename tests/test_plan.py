@@ -8,20 +8,40 @@ import time
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
 from harness import plan as plans
 from harness.backend import Capabilities
 from harness.loader import validate
 from harness.spec import Scenario
 
-SCHEDULES = [("constant", 0.0), ("constant", 0.25), ("linear", 0.0), ("linear", 0.25), ("cosine", 0.0),
-             ("cosine", 0.25), ("cosine_with_restarts", 0.0), ("cosine_with_restarts", 0.2)]
+from conftest import TINY, bench, records_in, write_scenario
+
+SCHEDULES = [
+    ("constant", 0.0),
+    ("constant", 0.25),
+    ("linear", 0.0),
+    ("linear", 0.25),
+    ("cosine", 0.0),
+    ("cosine", 0.25),
+    ("cosine_with_restarts", 0.0),
+    ("cosine_with_restarts", 0.2),
+]
 
 
 def scenario(**train) -> Scenario:
-    doc = {"name": "t", "model": {"preset": "tiny-gemma3"},
-           "train": {"global_batch": 8, "micro_batch": 1, "steps": 17, "warmup_steps": 1, "window_steps": 3,
-                     "optimizer": {"lr": 1e-3}, "precision": "fp32", **train}}
+    doc = {
+        "name": "t",
+        "model": {"preset": "tiny-gemma3"},
+        "train": {
+            "global_batch": 8,
+            "micro_batch": 1,
+            "steps": 17,
+            "warmup_steps": 1,
+            "window_steps": 3,
+            "optimizer": {"lr": 1e-3},
+            "precision": "fp32",
+            **train,
+        },
+    }
     return validate(doc, "test")
 
 
@@ -41,8 +61,9 @@ def test_learning_rates_are_hugging_faces_schedules(name, warmup_ratio):
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
     hf_name = "constant_with_warmup" if name == "constant" and warmup else name
     kwargs = {"num_cycles": cycles} if name == "cosine_with_restarts" else {}
-    schedule = get_scheduler(hf_name, optimizer, num_warmup_steps=warmup, num_training_steps=total,
-                             scheduler_specific_kwargs=kwargs)
+    schedule = get_scheduler(
+        hf_name, optimizer, num_warmup_steps=warmup, num_training_steps=total, scheduler_specific_kwargs=kwargs
+    )
     expected = []
     for _ in range(total):
         expected.append(optimizer.param_groups[0]["lr"])
@@ -100,8 +121,15 @@ def test_the_jax_backends_optimizer_applies_the_plans_lr(name, warmup_ratio):
 
 # --------------------------------------------------------------------------- resolution
 def test_rows_accumulation_and_mesh_resolve_from_degrees():
-    s = validate({"name": "t", "model": {"preset": "tiny-gemma3"}, "train": {"global_batch": 32, "micro_batch": 2},
-                  "parallel": {"devices": 8, "fsdp": -1, "tensor": 2}}, "test")
+    s = validate(
+        {
+            "name": "t",
+            "model": {"preset": "tiny-gemma3"},
+            "train": {"global_batch": 32, "micro_batch": 2},
+            "parallel": {"devices": 8, "fsdp": -1, "tensor": 2},
+        },
+        "test",
+    )
     plan = plans.build(s, "cuda", 8)
     assert plan.mesh == {"data": 1, "fsdp": 4, "tensor": 2}
     assert (plan.data_parallel, plan.rows_per_forward, plan.accumulation, plan.rows_per_step) == (4, 8, 4, 32)
@@ -113,7 +141,12 @@ def test_rows_accumulation_and_mesh_resolve_from_degrees():
 def test_precision_policy_is_the_same_everywhere():
     p = plans.build(scenario(precision="bf16"), "cpu", 1).precision
     assert (p.frozen_params, p.trainable_params, p.compute, p.grad_reduce, p.optimizer_state) == (
-        "bf16", "fp32", "bf16", "fp32", "fp32")
+        "bf16",
+        "fp32",
+        "bf16",
+        "fp32",
+        "fp32",
+    )
     full = plans.build(scenario(precision="bf16", method="full"), "cpu", 1).precision
     assert full.frozen_params == "-" and full.trainable_params == "fp32"
 
@@ -128,15 +161,20 @@ def test_lora_trainable_count_matches_peft():
         if targets:
             doc["train"] = {"lora": {"target_modules": targets}}
         s = validate(doc, "t")
-        assert plans.build(s, "cpu", 1).trainable_params == model_facts(apply_lora(build_model(s), s)).num_trainable_params
+        assert (
+            plans.build(s, "cpu", 1).trainable_params == model_facts(apply_lora(build_model(s), s)).num_trainable_params
+        )
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"parallel": {"devices": 2, "tensor": 2}}, "parallel.tensor"),
-    ({"parallel": {"devices": 4}, "train": {"global_batch": 6, "micro_batch": 1}}, "train.global_batch"),
-    ({"parallel": {"devices": 6, "fsdp": 4}}, "parallel.devices"),
-    ({"parallel": {"devices": 2, "sharding": "shard_grad_op"}}, "parallel.sharding"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"parallel": {"devices": 2, "tensor": 2}}, "parallel.tensor"),
+        ({"parallel": {"devices": 4}, "train": {"global_batch": 6, "micro_batch": 1}}, "train.global_batch"),
+        ({"parallel": {"devices": 6, "fsdp": 4}}, "parallel.devices"),
+        ({"parallel": {"devices": 2, "sharding": "shard_grad_op"}}, "parallel.sharding"),
+    ],
+)
 def test_what_a_backend_cannot_execute_is_refused_naming_the_field(changes, field):
     doc = {"name": "t", "model": {"preset": "tiny-gemma3"}, "train": {"global_batch": 8, "micro_batch": 1}}
     for section, values in changes.items():
@@ -149,10 +187,18 @@ def test_what_a_backend_cannot_execute_is_refused_naming_the_field(changes, fiel
 
 def test_plan_differences_name_what_differed():
     plan = plans.build(scenario(), "cpu", 1)
-    step = {"index": 0, "rows": 8, "tokens_real": 100, "tokens_padded": 400, "lr": plan.lr[0],
-            "done": {"rows": 7, "tokens_real": 90, "tokens_padded": 350}}
-    done = {"dtypes": {"frozen_params": "fp32", "trainable_params": "fp32", "compute": "bf16",
-                       "optimizer_state": "fp32"}, "distinct_row_shards": 1}
+    step = {
+        "index": 0,
+        "rows": 8,
+        "tokens_real": 100,
+        "tokens_padded": 400,
+        "lr": plan.lr[0],
+        "done": {"rows": 7, "tokens_real": 90, "tokens_padded": 350},
+    }
+    done = {
+        "dtypes": {"frozen_params": "fp32", "trainable_params": "fp32", "compute": "bf16", "optimizer_state": "fp32"},
+        "distinct_row_shards": 1,
+    }
     found = plans.differences(plan, [step], None, done)
     assert "step 0: rows 7 processed, 8 planned" in found
     assert any("tokens_real 90" in f for f in found) and "compute dtype bf16, fp32 planned" in found
@@ -161,16 +207,27 @@ def test_plan_differences_name_what_differed():
 
 
 # --------------------------------------------------------------------------- the CLI
-@pytest.mark.parametrize("sets,field", [
-    (["train.warmup_steps=0"], "train.warmup_steps"),
-    (["parallel.devices=2"], "parallel.fsdp"),  # torch: one device, no fsdp
-    (["parallel.strategy=fsdp"], "parallel"),  # the old implementation-named field
-])
+@pytest.mark.parametrize(
+    "sets,field",
+    [
+        (["train.warmup_steps=0"], "train.warmup_steps"),
+        (["parallel.devices=2"], "parallel.fsdp"),  # torch: one device, no fsdp
+        (["parallel.strategy=fsdp"], "parallel"),  # the old implementation-named field
+    ],
+)
 def test_refused_before_any_work_with_one_line(tmp_path, sets, field):
     path = write_scenario(tmp_path, TINY)
     started = time.monotonic()
-    done = bench("run", str(path), "--backend", "torch", "--results-dir", str(tmp_path / "r"),
-                 *[a for s in sets for a in ("--set", s)], timeout=120)
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        "torch",
+        "--results-dir",
+        str(tmp_path / "r"),
+        *[a for s in sets for a in ("--set", s)],
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip()
     assert "\n" not in line and f"{field}" in line and "Traceback" not in line, line
@@ -178,8 +235,20 @@ def test_refused_before_any_work_with_one_line(tmp_path, sets, field):
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
-    done = bench("plan", "scenarios/padding.yaml", "--backend", "torch", "--profile", "none", "--set",
-                 "parallel.devices=1", "--json", "--results-dir", str(tmp_path / "r"), timeout=120)
+    done = bench(
+        "plan",
+        "scenarios/padding.yaml",
+        "--backend",
+        "torch",
+        "--profile",
+        "none",
+        "--set",
+        "parallel.devices=1",
+        "--json",
+        "--results-dir",
+        str(tmp_path / "r"),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     resolved = json.loads(done.stdout)
     assert [r["variant"] for r in resolved] == ["padding=static", "padding=dynamic", "padding=bucketed"]
@@ -195,9 +264,22 @@ def test_a_backend_doing_less_than_planned_is_a_failed_record(tmp_path):
     what it really fed, and the runner refuses the record, naming the difference."""
     path = write_scenario(tmp_path, TINY)
     fault = [{"match": {}, "at": "step", "step": 1, "action": "drop_row"}]
-    done = bench("run", str(path), "--backend", "torch", "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
-                 env={"BENCH_FAULTS": json.dumps(fault)})
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        "torch",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--set",
+        "train.steps=3",
+        "--set",
+        "train.warmup_steps=1",
+        "--set",
+        "train.window_steps=0",
+        env={"BENCH_FAULTS": json.dumps(fault)},
+    )
     assert done.returncode == 1
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and record["failure"]["kind"] == "plan_mismatch"

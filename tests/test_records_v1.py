@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import ROOT, bench
 from harness.store import load_records
+
+from conftest import ROOT, bench
 
 V1 = ROOT / "tests" / "fixtures" / "records_v1"
 

@@ -27,15 +27,31 @@ def results(tmp_path_factory) -> Path:
     static run's configuration on 8 v5e chips), a record with a hostile name and a failed run."""
     tmp = tmp_path_factory.mktemp("report")
     path = write_scenario(tmp, TINY + "matrix:\n  sequence.padding: [static, dynamic, bucketed]\n")
-    done = bench("run", str(path), "--results-dir", str(tmp / "results"), "--no-progress",
-                 "--set", "train.steps=5", "--set", "train.window_steps=0")
+    done = bench(
+        "run",
+        str(path),
+        "--results-dir",
+        str(tmp / "results"),
+        "--no-progress",
+        "--set",
+        "train.steps=5",
+        "--set",
+        "train.window_steps=0",
+    )
     assert done.returncode == 0, done.stderr
     static = next(r for r in records_in(tmp / "results") if r["scenario"]["variant"] == "padding=static")
-    tpu = make_record([0.05] * 4, name="tiny", variant="padding=static", backend="xla-fsdpv2", kind="tpu",
-                      device="TPU v5 lite", catalog_key="tpu-v5e", chips=8)
+    tpu = make_record(
+        [0.05] * 4,
+        name="tiny",
+        variant="padding=static",
+        backend="xla-fsdpv2",
+        kind="tpu",
+        device="TPU v5 lite",
+        catalog_key="tpu-v5e",
+        chips=8,
+    )
     tpu["scenario"] = copy.deepcopy(static["scenario"])
-    extra = [tpu,
-             make_record([0.5] * 4, name=HOSTILE, variant=HOSTILE), failed_record(name="crashy")]
+    extra = [tpu, make_record([0.5] * 4, name=HOSTILE, variant=HOSTILE), failed_record(name="crashy")]
     for i, record in enumerate(extra):
         (tmp / "results" / f"extra-{i}.json").write_text(json.dumps(record))
     return tmp / "results"
@@ -89,9 +105,14 @@ def test_markdown_holds_the_same_numbers_as_the_html_tables(results, tmp_path):
     parser = _Tables()
     parser.feed(html)
     html_rows = [row[1:] for row in parser.rows if row]
-    md_rows = [[c.strip() for c in line.strip("|").split("|")][1:] for line in md.splitlines()
-               if line.startswith("| ") and not line.startswith("| run ") and "---" not in line
-               and line.count("|") == len(html_rows[0]) + 2]
+    md_rows = [
+        [c.strip() for c in line.strip("|").split("|")][1:]
+        for line in md.splitlines()
+        if line.startswith("| ")
+        and not line.startswith("| run ")
+        and "---" not in line
+        and line.count("|") == len(html_rows[0]) + 2
+    ]
     assert html_rows and html_rows == md_rows
     assert re.search(r"padding=dynamic vs padding=static \(1x cpu · torch · fp32\): [\d.]+x (faster|slower)", md)
     assert "n/a (eager)" in md  # the torch backend compiles nothing
@@ -149,8 +170,14 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         context = browser.new_context(viewport={"width": 1300, "height": 900}, offline=True)
         outside = []
-        context.route("**/*", lambda route: (outside.append(route.request.url), route.abort())
-                      if not route.request.url.startswith("file:") else route.continue_())
+        context.route(
+            "**/*",
+            lambda route: (
+                (outside.append(route.request.url), route.abort())
+                if not route.request.url.startswith("file:")
+                else route.continue_()
+            ),
+        )
         page = context.new_page()
         errors = []
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -158,7 +185,9 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
         page.goto(page_path.as_uri())
         page.wait_for_load_state("load")
         plots = page.evaluate("document.querySelectorAll('div.plot').length")
-        drawn = page.evaluate("Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('svg.main-svg') && d.querySelector('.trace') && d.querySelector('.point')).length")
+        drawn = page.evaluate(
+            "Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('svg.main-svg') && d.querySelector('.trace') && d.querySelector('.point')).length"
+        )
         pwned = page.evaluate("window.__pwned")
         headings = page.evaluate("Array.from(document.querySelectorAll('h2')).map(h => h.textContent)")
         seen = page.evaluate(READ_PAGE)
@@ -171,7 +200,7 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
     assert pwned is None and HOSTILE in headings
     # Log axis: every power of ten in the axis's range is labelled in full, not a minor-tick digit.
     low, high = seen["range"]
-    decades = [f"{10.0 ** e:g}" for e in range(round(low), round(high) + 1)]
+    decades = [f"{10.0**e:g}" for e in range(round(low), round(high) + 1)]
     assert len(decades) >= 2 and set(decades) <= set(seen["ticks"]), seen["ticks"]
     assert seen["labels"] >= 5 and seen["overflow"] == []
     assert seen["headline"].startswith("At a glance") and seen["headlineTop"] < seen["firstSectionTop"]
@@ -179,13 +208,14 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
     assert shot.stat().st_size > 10_000
 
 
-SERVE_METRICS = next(json.loads(p.read_text())["metrics"] for p in (ROOT / "tests" / "fixtures" / "records_v1").glob("*serve*.json"))
+SERVE_METRICS = next(
+    json.loads(p.read_text())["metrics"] for p in (ROOT / "tests" / "fixtures" / "records_v1").glob("*serve*.json")
+)
 
 
 def test_train_plus_serve_workload_is_priced_per_accelerator():
-    from reports.model import _workloads
+    from reports.model import _workloads, build
     from reports.render import markdown
-    from reports.model import build
 
     workload = {"fine_tunes": 2, "fine_tune_tokens_millions": 0.9, "served_tokens_millions": 100}
     records, expected = [], {}
@@ -226,16 +256,26 @@ def _matrix_records(repeats: int = 3, seed: int = 0) -> list[dict]:
             for repeat in range(repeats):
                 base = STEP_S[device, padding] * rng.uniform(0.97, 1.03)
                 minute += 1
-                out.append(make_record([base * rng.uniform(0.99, 1.01) for _ in range(6)], variant=f"padding={padding}",
-                                       repeat=repeat, precision="bf16", started_at=f"2026-11-25T00:{minute:02d}:00+00:00",
-                                       **spec))
+                out.append(
+                    make_record(
+                        [base * rng.uniform(0.99, 1.01) for _ in range(6)],
+                        variant=f"padding={padding}",
+                        repeat=repeat,
+                        precision="bf16",
+                        started_at=f"2026-11-25T00:{minute:02d}:00+00:00",
+                        **spec,
+                    )
+                )
     return out
 
 
 def _side(records, device: str, padding: str) -> list[dict]:
     key = {"tpu": "tpu-v5p", "gpu": "h100-sxm"}[device]
-    return [r for r in records if r["accelerator"]["catalog_key"] == key
-            and r["scenario"]["cell"]["sequence.padding"] == padding]
+    return [
+        r
+        for r in records
+        if r["accelerator"]["catalog_key"] == key and r["scenario"]["cell"]["sequence.padding"] == padding
+    ]
 
 
 def _expected(records, a: tuple[str, str], b: tuple[str, str]) -> tuple[float, float]:
@@ -252,8 +292,12 @@ def test_each_factor_is_compared_with_the_others_held_fixed():
     records = _matrix_records()
     report = build(records, "variant=padding=dynamic accelerator=h100-sxm:2")
     section = report.sections[0]
-    assert [row.label for row in section.rows] == ["padding=static · xla-fsdpv2 · v5p-8", "padding=dynamic · xla-fsdpv2 · v5p-8",
-                                                   "padding=static · gpu-fsdp · 2x h100-sxm", "padding=dynamic · gpu-fsdp · 2x h100-sxm"]
+    assert [row.label for row in section.rows] == [
+        "padding=static · xla-fsdpv2 · v5p-8",
+        "padding=dynamic · xla-fsdpv2 · v5p-8",
+        "padding=static · gpu-fsdp · 2x h100-sxm",
+        "padding=dynamic · gpu-fsdp · 2x h100-sxm",
+    ]
     assert section.baseline is section.rows[3] and section.factors == ["accelerator", "backend", "sequence.padding"]
     by_title = {c.title: c for c in section.comparisons}
     # Padding: static against dynamic on each accelerator, never across accelerators.
@@ -262,8 +306,10 @@ def test_each_factor_is_compared_with_the_others_held_fixed():
         speedup, cheaper = _expected(records, (device, "static"), (device, "dynamic"))
         assert c.speed.value == pytest.approx(speedup) and c.cost.value == pytest.approx(cheaper)
         assert c.speed.runs == (3, 3) and c.speed.low <= c.speed.value <= c.speed.high
-        assert c.sentence.startswith(f"padding=static vs padding=dynamic ({context}): {speedup:.2f}x faster "
-                                     f"(95% CI {c.speed.low:.2f}-{c.speed.high:.2f}); {cheaper:.2f}x cheaper per 1M real tokens")
+        assert c.sentence.startswith(
+            f"padding=static vs padding=dynamic ({context}): {speedup:.2f}x faster "
+            f"(95% CI {c.speed.low:.2f}-{c.speed.high:.2f}); {cheaper:.2f}x cheaper per 1M real tokens"
+        )
     # Accelerator (the backend goes with it: neither ran on the other's hardware), padding held.
     for padding in ("static", "dynamic"):
         c = by_title[f"v5p-8 · xla-fsdpv2 vs 2x h100-sxm · gpu-fsdp (padding={padding} · bf16)"]
@@ -274,12 +320,17 @@ def test_each_factor_is_compared_with_the_others_held_fixed():
     speedup, cheaper = _expected(records, ("tpu", "static"), ("gpu", "static"))
     c = by_title["v5p-8 · xla-fsdpv2 vs 2x h100-sxm · gpu-fsdp (padding=static · bf16)"]
     line = next(line for line in section.headline if "(padding=static · bf16)" in line)
-    assert line.startswith(f"v5p-8 · xla-fsdpv2 vs 2x h100-sxm · gpu-fsdp (padding=static · bf16): {speedup:.2f}x faster "
-                           f"(95% CI {c.speed.low:.2f}-{c.speed.high:.2f}) and ")
+    assert line.startswith(
+        f"v5p-8 · xla-fsdpv2 vs 2x h100-sxm · gpu-fsdp (padding=static · bf16): {speedup:.2f}x faster "
+        f"(95% CI {c.speed.low:.2f}-{c.speed.high:.2f}) and "
+    )
     # At list prices the 1.6x faster TPU costs about as much per token as the GPU: the
     # interval says whether that difference is real.
-    cost_words = (f"cost per 1M real tokens not distinguishable ({cheaper:.2f}x cheaper, 95% CI "
-                  if c.cost.distinguishable is False else f"{cheaper:.2f}x cheaper per 1M real tokens (95% CI ")
+    cost_words = (
+        f"cost per 1M real tokens not distinguishable ({cheaper:.2f}x cheaper, 95% CI "
+        if c.cost.distinguishable is False
+        else f"{cheaper:.2f}x cheaper per 1M real tokens (95% CI "
+    )
     assert cost_words + f"{c.cost.low:.2f}-{c.cost.high:.2f})" in line
     tpu, gpu = (_expected(records, (d, "static"), (d, "dynamic"))[0] for d in ("tpu", "gpu"))
     padding_line = next(line for line in section.headline if line.startswith("padding=static vs padding=dynamic: "))
@@ -327,20 +378,33 @@ def test_rows_are_whole_configurations_and_their_differences_are_shown():
     section = build(plain + [override]).sections[0]
     assert [len(row.records) for row in section.rows] == [2, 1]  # never one median of both
     assert section.differences == ["train.window_steps"]
-    assert [row.label for row in section.rows] == ["padding=static · torch · 1x cpu · train.window_steps=unset",
-                                                   "padding=static · torch · 1x cpu · train.window_steps=0"]
+    assert [row.label for row in section.rows] == [
+        "padding=static · torch · 1x cpu · train.window_steps=unset",
+        "padding=static · torch · 1x cpu · train.window_steps=0",
+    ]
     assert section.comparisons == []
 
 
 def test_eager_backends_show_compile_columns_as_not_applicable():
     from reports.model import SUMMARY_HEADERS, build
 
-    eager = make_record([0.5] * 4, backend="gpu-fsdp", kind="cuda", device="NVIDIA H100 80GB HBM3", catalog_key="h100-sxm")
-    compiled = make_record([0.5] * 4, backend="gpu-fsdp", kind="cuda", device="NVIDIA H100 80GB HBM3",
-                           catalog_key="h100-sxm", options={"compile": True}, variant="padding=dynamic")
+    eager = make_record(
+        [0.5] * 4, backend="gpu-fsdp", kind="cuda", device="NVIDIA H100 80GB HBM3", catalog_key="h100-sxm"
+    )
+    compiled = make_record(
+        [0.5] * 4,
+        backend="gpu-fsdp",
+        kind="cuda",
+        device="NVIDIA H100 80GB HBM3",
+        catalog_key="h100-sxm",
+        options={"compile": True},
+        variant="padding=dynamic",
+    )
     section = build([eager, compiled]).sections[0]
-    cells = {row.records[0]["backend"]["options"].get("compile", False): dict(zip(SUMMARY_HEADERS, row.cells))
-             for row in section.rows}
+    cells = {
+        row.records[0]["backend"]["options"].get("compile", False): dict(zip(SUMMARY_HEADERS, row.cells))
+        for row in section.rows
+    }
     assert cells[False]["compile (s)"] == cells[False]["recompiles"] == "n/a (eager)"
     assert cells[True]["compile (s)"] == "0" and cells[True]["recompiles"] == "0"
 
@@ -356,11 +420,15 @@ def test_sensitivity_uses_the_records_prices_and_names_each_pair():
     # $ per 1M real tokens on the TPU / on the GPU, at the records' own (custom) prices.
     expected = (4 * 2.0 / tpu["metrics"]["tokens_per_s_real"]) / (2 * 3.0 / gpu["metrics"]["tokens_per_s_real"])
     sides = {s["a"]: s["a_scaled"], s["b"]: s["b_scaled"]}
-    assert sides["v5p-8 · xla-fsdpv2"][2] == pytest.approx(expected) == pytest.approx(sides["2x h100-sxm · gpu-fsdp"][2])
+    assert (
+        sides["v5p-8 · xla-fsdpv2"][2] == pytest.approx(expected) == pytest.approx(sides["2x h100-sxm · gpu-fsdp"][2])
+    )
     comparison = section.comparisons[0]
     assert comparison.cost.value == pytest.approx(1 / expected if s["a"].startswith("v5p") else expected)
     names = [trace.name for trace in sensitivity(section).data]
-    assert len(names) == len(set(names)) == 2 and all(s["pair"].replace("·", "&middot;") in n or s["pair"] in n for n in names)
+    assert len(names) == len(set(names)) == 2 and all(
+        s["pair"].replace("·", "&middot;") in n or s["pair"] in n for n in names
+    )
 
 
 def test_w3_headline_has_speed_cost_workload_and_ttft():
@@ -372,8 +440,13 @@ def test_w3_headline_has_speed_cost_workload_and_ttft():
         train = make_record([0.1 if spec is TPU else 0.16] * 4, variant="padding=static", **spec)
         serve = make_record([0.1] * 4, variant="padding=static", **spec)
         serve.update(task="serve", cost={"usd_per_1m_output_tokens": per_1m})
-        serve["metrics"].update(ttft_s={"median": ttft, "p99": ttft}, output_throughput_tok_s=100.0,
-                                request_throughput_req_s=1.0, goodput_req_s=1.0, num_errors=0)
+        serve["metrics"].update(
+            ttft_s={"median": ttft, "p99": ttft},
+            output_throughput_tok_s=100.0,
+            request_throughput_req_s=1.0,
+            goodput_req_s=1.0,
+            num_errors=0,
+        )
         for r in (train, serve):
             r["scenario"]["resolved"]["workload"] = workload
         records += [train, serve]
@@ -395,15 +468,27 @@ def matrix_results(tmp_path) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("selector, needles", [
-    ("variant=padding=static", ["matches 2 rows", "[padding=static · xla-fsdpv2 · v5p-8]",
-                                "[padding=static · gpu-fsdp · 2x h100-sxm]", "accelerator=v5p-8 or accelerator=h100-sxm:2"]),
-    ("variant=nonexistent", ["matches no row", "variant: padding=static, padding=dynamic"]),
-    ("accelerator=v5p-8", ["matches 2 rows", "sequence.padding=static or sequence.padding=dynamic"]),
-    ("accelerator=a100-80gb", ["matches no row", "accelerator: v5p-8 (= tpu-v5p:4), h100-sxm:2"]),
-    ("chips=4", ["unknown key"]),
-])
-def test_a_baseline_that_names_no_row_or_several_exits_2_naming_the_candidates(matrix_results, tmp_path, selector, needles):
+@pytest.mark.parametrize(
+    "selector, needles",
+    [
+        (
+            "variant=padding=static",
+            [
+                "matches 2 rows",
+                "[padding=static · xla-fsdpv2 · v5p-8]",
+                "[padding=static · gpu-fsdp · 2x h100-sxm]",
+                "accelerator=v5p-8 or accelerator=h100-sxm:2",
+            ],
+        ),
+        ("variant=nonexistent", ["matches no row", "variant: padding=static, padding=dynamic"]),
+        ("accelerator=v5p-8", ["matches 2 rows", "sequence.padding=static or sequence.padding=dynamic"]),
+        ("accelerator=a100-80gb", ["matches no row", "accelerator: v5p-8 (= tpu-v5p:4), h100-sxm:2"]),
+        ("chips=4", ["unknown key"]),
+    ],
+)
+def test_a_baseline_that_names_no_row_or_several_exits_2_naming_the_candidates(
+    matrix_results, tmp_path, selector, needles
+):
     done = bench("report", str(matrix_results), "-o", str(tmp_path / "r.md"), "--baseline", selector)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("bench: --baseline")
     assert all(n in done.stderr for n in needles), done.stderr
@@ -411,11 +496,19 @@ def test_a_baseline_that_names_no_row_or_several_exits_2_naming_the_candidates(m
 
 
 def test_a_slice_name_picks_the_baseline_and_compare_adds_a_pair(matrix_results, tmp_path):
-    md = report(matrix_results, tmp_path / "r.md", "--baseline", "accelerator=v5p-8 variant=padding=static",
-                "--compare", "accelerator=h100-sxm:2 sequence.padding=dynamic")
+    md = report(
+        matrix_results,
+        tmp_path / "r.md",
+        "--baseline",
+        "accelerator=v5p-8 variant=padding=static",
+        "--compare",
+        "accelerator=h100-sxm:2 sequence.padding=dynamic",
+    )
     assert "| 1. padding=static · xla-fsdpv2 · v5p-8 (baseline) |" in md
-    assert "padding=dynamic · gpu-fsdp · 2x h100-sxm vs padding=static · xla-fsdpv2 · v5p-8 (differ in accelerator, " \
-           "backend, sequence.padding, price): " in md
+    assert (
+        "padding=dynamic · gpu-fsdp · 2x h100-sxm vs padding=static · xla-fsdpv2 · v5p-8 (differ in accelerator, "
+        "backend, sequence.padding, price): " in md
+    )
     done = bench("report", str(matrix_results), "-o", str(tmp_path / "r.md"), "--compare", "variant=padding=dynamic")
     assert done.returncode == 2 and "--compare" in done.stderr and "matches 2 rows" in done.stderr
 
@@ -427,8 +520,10 @@ def test_the_output_format_is_the_extension_and_others_are_refused(matrix_result
     assert output_format(None, "md") == (Path("reports/index.md"), "md")
     assert output_format(None, "csv") == (Path("reports/index.csv"), "csv")
     assert output_format("x/r.MD", None) == (Path("x/r.MD"), "md")
-    for args, needle in ((["-o", str(tmp_path / "r.txt")], ".html, .md or .csv"),
-                         (["-o", str(tmp_path / "r.html"), "--format", "md"], "contradicts")):
+    for args, needle in (
+        (["-o", str(tmp_path / "r.txt")], ".html, .md or .csv"),
+        (["-o", str(tmp_path / "r.html"), "--format", "md"], "contradicts"),
+    ):
         done = bench("report", str(matrix_results), *args)
         assert done.returncode == 2 and needle in done.stderr and not list(tmp_path.glob("r.*"))
     assert report(matrix_results, tmp_path / "r.md").startswith("# bench report")

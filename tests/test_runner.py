@@ -42,7 +42,9 @@ def test_one_raises_one_times_out_one_is_killed_and_the_sweep_goes_on(tmp_path, 
         {"match": {"train.seed": 2}, "at": "setup", "action": "hang"},
         {"match": {"train.seed": 3}, "at": "setup", "action": "hang", "pid_file": str(pid_file)},
     ]
-    path = write_scenario(tmp_path, TINY.replace("run_timeout_s: 300", "run_timeout_s: 30") + "matrix:\n  train.seed: [0, 1, 2, 3]\n")
+    path = write_scenario(
+        tmp_path, TINY.replace("run_timeout_s: 300", "run_timeout_s: 30") + "matrix:\n  train.seed: [0, 1, 2, 3]\n"
+    )
     killer = _kill_when_pid_file_appears(pid_file)
     done = bench("run", str(path), "--results-dir", str(results), *SHORT, env={"BENCH_FAULTS": json.dumps(faults)})
     killer.join(timeout=1)
@@ -119,12 +121,21 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
     wrapper.chmod(0o755)
     path = str(write_scenario(tmp_path, TINY))
     assert bench("run", path, "--results-dir", str(results), *SHORT).returncode == 0
-    done = bench("run", path, "--results-dir", str(results), *SHORT, "--set", "train.seed=1",
-                 "--python", f"torch={wrapper}")
+    done = bench(
+        "run", path, "--results-dir", str(results), *SHORT, "--set", "train.seed=1", "--python", f"torch={wrapper}"
+    )
     assert done.returncode == 0, done.stderr
     assert "harness.worker run" in marker.read_text()
     pythons = sorted(r["backend"]["python"] for r in records_in(results))
     assert pythons == sorted([sys.executable, str(wrapper)])
-    via_env = bench("run", path, "--results-dir", str(results), *SHORT, "--set", "train.seed=2",
-                    env={"BENCH_PYTHON_TORCH": str(wrapper)})
+    via_env = bench(
+        "run",
+        path,
+        "--results-dir",
+        str(results),
+        *SHORT,
+        "--set",
+        "train.seed=2",
+        env={"BENCH_PYTHON_TORCH": str(wrapper)},
+    )
     assert via_env.returncode == 0 and marker.read_text().count("harness.worker run") >= 2

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.metrics import request_latencies, summary
+
 from conftest import ROOT, TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server
-from harness.metrics import request_latencies, summary
 
 pytestmark = pytest.mark.slow
 FAKE = ROOT / "tests" / "fake_openai.py"
@@ -65,8 +66,10 @@ def check_definitions(record: dict) -> None:
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_endpoint_metrics_follow_the_definitions(tmp_path, fake, concurrency):
-    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 12\n"
-             f"  num_requests: 12\n  warmup_requests: 2\n  load: {{concurrency: {concurrency}}}\n  slo: {{ttft_s: 5.0}}\n")
+    block = (
+        f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 12\n"
+        f"  num_requests: 12\n  warmup_requests: 2\n  load: {{concurrency: {concurrency}}}\n  slo: {{ttft_s: 5.0}}\n"
+    )
     done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr + done.stdout
     (record,) = records_in(tmp_path / "r")
@@ -80,8 +83,10 @@ def test_endpoint_metrics_follow_the_definitions(tmp_path, fake, concurrency):
 
 @pytest.mark.parametrize("fake", [{"fail_every": 4, "drop_every": 5}], indirect=True)
 def test_http_500_and_dropped_streams_are_errors_and_the_rest_is_reported(tmp_path, fake):
-    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 10\n"
-             f"  num_requests: 20\n  warmup_requests: 0\n  load: {{concurrency: 2}}\n")
+    block = (
+        f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{fake}/v1'}}\n  output_tokens: 10\n"
+        f"  num_requests: 20\n  warmup_requests: 0\n  load: {{concurrency: 2}}\n"
+    )
     done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr
     (record,) = records_in(tmp_path / "r")
@@ -94,8 +99,10 @@ def test_http_500_and_dropped_streams_are_errors_and_the_rest_is_reported(tmp_pa
 
 
 def test_launch_mode_starts_measures_and_stops_the_server(tmp_path):
-    block = (f"  engine: launch\n  launch:\n    command: ['{{python}}', '{FAKE}', '--port', '{{port}}']\n"
-             f"    health_timeout_s: 30\n  output_tokens: 8\n  num_requests: 6\n  load: {{request_rate: 20, seed: 1}}\n")
+    block = (
+        f"  engine: launch\n  launch:\n    command: ['{{python}}', '{FAKE}', '--port', '{{port}}']\n"
+        f"    health_timeout_s: 30\n  output_tokens: 8\n  num_requests: 6\n  load: {{request_rate: 20, seed: 1}}\n"
+    )
     done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr
     (record,) = records_in(tmp_path / "r")
@@ -106,10 +113,13 @@ def test_launch_mode_starts_measures_and_stops_the_server(tmp_path):
 
 
 def test_a_server_that_never_becomes_healthy_is_a_failed_record_with_its_log(tmp_path):
-    block = ("  engine: launch\n  launch:\n    command: ['{python}', '-c', \"print('warming up forever', flush=True); "
-             "import time; time.sleep(600)\"]\n    health_timeout_s: 4\n")
-    done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 timeout=120)
+    block = (
+        "  engine: launch\n  launch:\n    command: ['{python}', '-c', \"print('warming up forever', flush=True); "
+        'import time; time.sleep(600)"]\n    health_timeout_s: 4\n'
+    )
+    done = bench(
+        "run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=120
+    )
     assert done.returncode == 1
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and "not healthy" in record["failure"]["reason"]
@@ -120,11 +130,13 @@ def test_a_server_that_never_becomes_healthy_is_a_failed_record_with_its_log(tmp
 def test_transformers_serve_with_the_local_tiny_model(tmp_path, concurrency):
     """A real OpenAI-compatible server: `transformers serve` on the scenario's tiny model,
     exported with the project's local tokenizer."""
-    block = (f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
-             f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
-             f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 8\n  num_requests: 6\n"
-             f"  warmup_requests: 1\n  load: {{concurrency: {concurrency}}}\n  force_output_length: false\n"
-             f"  extra_body: {{generation_config: '{{\"min_new_tokens\": 8, \"max_new_tokens\": 8}}'}}\n")
+    block = (
+        f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
+        f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
+        f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 8\n  num_requests: 6\n"
+        f"  warmup_requests: 1\n  load: {{concurrency: {concurrency}}}\n  force_output_length: false\n"
+        f'  extra_body: {{generation_config: \'{{"min_new_tokens": 8, "max_new_tokens": 8}}\'}}\n'
+    )
     done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr
     (record,) = records_in(tmp_path / "r")
@@ -146,8 +158,15 @@ def test_local_engine_stamps_every_generated_token(tmp_path):
 
 
 def test_gemma270m_serve_section_runs_on_the_cpu_with_the_local_engine(tmp_path):
-    done = bench("run", "scenarios/gemma270m.yaml", "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "tasks=[serve]")
+    done = bench(
+        "run",
+        "scenarios/gemma270m.yaml",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--set",
+        "tasks=[serve]",
+    )
     assert done.returncode == 0, done.stderr
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "ok" and record["scenario"]["profile"]["name"] == "cpu"

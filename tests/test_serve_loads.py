@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
-from fake_openai import serve as fake_server
 from harness.cost import load_catalog
 from harness.errors import SpecError
 from harness.loader import validate
@@ -22,6 +20,9 @@ from harness.metrics import percentile, request_latencies
 from harness.serving.client import arrival_delays, rate_of
 from harness.serving.loads import drive
 from harness.spec import LoadSpec, Scenario, ServeSpec
+
+from conftest import TINY, bench, records_in, write_scenario
+from fake_openai import serve as fake_server
 from test_serve import check_definitions, free_port, port_open
 
 TRANSFORMERS_CLI = Path(sys.executable).parent / "transformers"
@@ -75,8 +76,13 @@ def test_a_ramps_achieved_rate_rises_as_stated(loaded_fake):
     """Against a real server: the send times' rate over the first and last tenth of the
     requests is the ramp's there (steady gamma gaps keep the noise small)."""
     n = 50
-    spec = serve_spec(loaded_fake, num_requests=n, warmup_requests=0, output_tokens=2,
-                      load={"ramp": {"start_rate": 5, "end_rate": 40}, "arrival": "gamma", "burstiness": 100})
+    spec = serve_spec(
+        loaded_fake,
+        num_requests=n,
+        warmup_requests=0,
+        output_tokens=2,
+        load={"ramp": {"start_rate": 5, "end_rate": 40}, "arrival": "gamma", "burstiness": 100},
+    )
     facts = asyncio.run(drive(url(loaded_fake), bodies(n), spec, time.perf_counter()))
     sent = sorted(r["sent_s"] for r in facts["requests"])
     for lo, hi in ((0, 6), (n - 6, n)):
@@ -90,8 +96,13 @@ def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
     """A sweep whose first point alone would take 10 s, and a search, each limited to
     1.5 s: cut short on time, the rest not run, the unfinished requests errors."""
     started = time.perf_counter()
-    spec = serve_spec(loaded_fake, num_requests=20, warmup_requests=0, output_tokens=2,
-                      sweep={"request_rate": [2, 4, 8], "max_duration_s": 1.5})
+    spec = serve_spec(
+        loaded_fake,
+        num_requests=20,
+        warmup_requests=0,
+        output_tokens=2,
+        sweep={"request_rate": [2, 4, 8], "max_duration_s": 1.5},
+    )
     facts = asyncio.run(drive(url(loaded_fake), bodies(60), spec, time.perf_counter()))
     assert time.perf_counter() - started < 1.5 + HOLD + 1.0
     first, *rest = facts["sweep"]["points"]
@@ -100,9 +111,14 @@ def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
     assert all("max_duration_s" in p["not_run"] and "requests" not in p for p in rest)
 
     started = time.perf_counter()
-    spec = serve_spec(loaded_fake, num_requests=20, warmup_requests=0, output_tokens=2,
-                      slo={"ttft_s": TTFT_TARGET, "percentile": 90},
-                      slo_search={"low": 1, "high": 100, "tolerance": 0.01, "max_steps": 98, "max_duration_s": 1.5})
+    spec = serve_spec(
+        loaded_fake,
+        num_requests=20,
+        warmup_requests=0,
+        output_tokens=2,
+        slo={"ttft_s": TTFT_TARGET, "percentile": 90},
+        slo_search={"low": 1, "high": 100, "tolerance": 0.01, "max_steps": 98, "max_duration_s": 1.5},
+    )
     facts = asyncio.run(drive(url(loaded_fake), bodies(2000), spec, time.perf_counter()))
     assert time.perf_counter() - started < 1.5 + HOLD + 1.0
     assert facts["slo_search"]["stopped"] == "max_duration_s"
@@ -112,11 +128,13 @@ def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
 # --------------------------------------------------------------------------- SLO search
 @pytest.mark.slow
 def test_slo_search_finds_the_known_maximum_rate_within_one_step(tmp_path, loaded_fake):
-    block = (f"  engine: endpoint\n  endpoint: {{base_url: '{url(loaded_fake, '')}'}}\n  accelerator: h100-sxm:2\n"
-             f"  output_tokens: 4\n  num_requests: 16\n  warmup_requests: 1\n"
-             f"  load: {{arrival: gamma, burstiness: 1000, seed: 0}}\n"
-             f"  slo: {{ttft_s: {TTFT_TARGET}, percentile: 90}}\n"
-             f"  slo_search: {{low: 5, high: 29, tolerance: 2, max_steps: 6, max_duration_s: 120}}\n")
+    block = (
+        f"  engine: endpoint\n  endpoint: {{base_url: '{url(loaded_fake, '')}'}}\n  accelerator: h100-sxm:2\n"
+        f"  output_tokens: 4\n  num_requests: 16\n  warmup_requests: 1\n"
+        f"  load: {{arrival: gamma, burstiness: 1000, seed: 0}}\n"
+        f"  slo: {{ttft_s: {TTFT_TARGET}, percentile: 90}}\n"
+        f"  slo_search: {{low: 5, high: 29, tolerance: 2, max_steps: 6, max_duration_s: 120}}\n"
+    )
     path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "search.yaml")
     done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr + done.stdout
@@ -167,12 +185,14 @@ def record_requests(record):
 def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
     """`transformers serve` on the tiny model: three records with one sweep id, each
     measured at its own rate, and the launched server's startup times."""
-    block = (f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
-             f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
-             f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 4\n  num_requests: 3\n"
-             f"  warmup_requests: 1\n  sweep: {{request_rate: [2, 4, 8], max_duration_s: 300}}\n"
-             f"  force_output_length: false\n"
-             f"  extra_body: {{generation_config: '{{\"min_new_tokens\": 4, \"max_new_tokens\": 4}}'}}\n")
+    block = (
+        f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
+        f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
+        f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 4\n  num_requests: 3\n"
+        f"  warmup_requests: 1\n  sweep: {{request_rate: [2, 4, 8], max_duration_s: 300}}\n"
+        f"  force_output_length: false\n"
+        f'  extra_body: {{generation_config: \'{{"min_new_tokens": 4, "max_new_tokens": 4}}\'}}\n'
+    )
     path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "sweep.yaml")
     done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr + done.stdout
@@ -191,28 +211,40 @@ def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
 
 
 # --------------------------------------------------------------------------- spec
-@pytest.mark.parametrize("serve, field", [
-    ({"load": {"concurrency": 2, "request_rate": 1}}, "concurrency"),
-    ({"load": {"request_rate": 1, "burstiness": 2}}, "burstiness"),
-    ({"load": {"request_rate": 1, "arrival": "gamma"}}, "burstiness"),
-    ({"load": {"concurrency": 2, "max_concurrency": 4}}, "max_concurrency"),
-    ({"load": {"request_rate": 1, "ramp": {"start_rate": 1, "end_rate": 2}}}, "ramp"),
-    ({"sweep": {"request_rate": [1, 2]}, "load": {"request_rate": 3}}, "load.request_rate"),
-    ({"sweep": {"concurrency": [1, 2]}, "load": {"arrival": "poisson"}}, "load.arrival"),
-    ({"sweep": {"request_rate": [1], "concurrency": [1]}}, "request_rate"),
-    ({"slo_search": {"low": 1, "high": 4, "tolerance": 1}}, "slo.percentile"),
-    ({"slo_search": {"low": 4, "high": 1, "tolerance": 1}, "slo": {"ttft_s": 1, "percentile": 90}}, "high"),
-    ({"slo_search": {"low": 1, "high": 4, "tolerance": 1}, "sweep": {"request_rate": [1]},
-      "slo": {"ttft_s": 1, "percentile": 90}}, "slo_search"),
-    ({"slo": {"percentile": 90}}, "percentile"),
-    ({"prompts": {"source": "shared-prefix", "num_prefixes": 2}}, "prefix_words"),
-    ({"prompts": {"source": "synthetic", "turns": 3}}, "turns"),
-    ({"output_tokens": 8, "output_tokens_max": 4}, "output_tokens_max"),
-    ({"output_tokens_max": 80, "force_output_length": False}, "output_tokens_max"),
-])
+@pytest.mark.parametrize(
+    "serve, field",
+    [
+        ({"load": {"concurrency": 2, "request_rate": 1}}, "concurrency"),
+        ({"load": {"request_rate": 1, "burstiness": 2}}, "burstiness"),
+        ({"load": {"request_rate": 1, "arrival": "gamma"}}, "burstiness"),
+        ({"load": {"concurrency": 2, "max_concurrency": 4}}, "max_concurrency"),
+        ({"load": {"request_rate": 1, "ramp": {"start_rate": 1, "end_rate": 2}}}, "ramp"),
+        ({"sweep": {"request_rate": [1, 2]}, "load": {"request_rate": 3}}, "load.request_rate"),
+        ({"sweep": {"concurrency": [1, 2]}, "load": {"arrival": "poisson"}}, "load.arrival"),
+        ({"sweep": {"request_rate": [1], "concurrency": [1]}}, "request_rate"),
+        ({"slo_search": {"low": 1, "high": 4, "tolerance": 1}}, "slo.percentile"),
+        ({"slo_search": {"low": 4, "high": 1, "tolerance": 1}, "slo": {"ttft_s": 1, "percentile": 90}}, "high"),
+        (
+            {
+                "slo_search": {"low": 1, "high": 4, "tolerance": 1},
+                "sweep": {"request_rate": [1]},
+                "slo": {"ttft_s": 1, "percentile": 90},
+            },
+            "slo_search",
+        ),
+        ({"slo": {"percentile": 90}}, "percentile"),
+        ({"prompts": {"source": "shared-prefix", "num_prefixes": 2}}, "prefix_words"),
+        ({"prompts": {"source": "synthetic", "turns": 3}}, "turns"),
+        ({"output_tokens": 8, "output_tokens_max": 4}, "output_tokens_max"),
+        ({"output_tokens_max": 80, "force_output_length": False}, "output_tokens_max"),
+    ],
+)
 def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
-    doc = {"name": "x", "tasks": ["serve"],
-           "serve": {"engine": "endpoint", "endpoint": {"base_url": "http://127.0.0.1:1/v1"}, **serve}}
+    doc = {
+        "name": "x",
+        "tasks": ["serve"],
+        "serve": {"engine": "endpoint", "endpoint": {"base_url": "http://127.0.0.1:1/v1"}, **serve},
+    }
     with pytest.raises(SpecError) as err:
         validate(doc, "s.yaml")
     assert field in str(err.value) and "\n" not in str(err.value)
@@ -235,8 +267,12 @@ def scenario_with(prompts: dict) -> Scenario:
 def test_shared_prefix_prompts_share_their_prefixes_and_lengths_are_as_stated():
     from harness.serving.prompts import build_prompts
 
-    prompts = build_prompts(scenario_with({"source": "shared-prefix", "prefix_words": 30, "num_prefixes": 3,
-                                           "input_words": 5, "input_words_max": 9}), 12)
+    prompts = build_prompts(
+        scenario_with(
+            {"source": "shared-prefix", "prefix_words": 30, "num_prefixes": 3, "input_words": 5, "input_words_max": 9}
+        ),
+        12,
+    )
     words = [p["text"].split() for p in prompts]
     assert all(35 <= len(w) <= 39 for w in words)
     assert len({len(w) for w in words}) > 1  # lengths drawn, not fixed
@@ -259,7 +295,7 @@ def test_multi_turn_prompts_grow_turn_by_turn_from_the_function_calling_data():
         question = next(m for m in examples[conversation * 3 + turn][0] if m["role"] == "user")
         assert p["messages"][-1] == question
     # a later turn repeats its conversation's earlier turns: the prefix a cache can reuse
-    assert prompts[2]["messages"][:len(prompts[1]["messages"])] == prompts[1]["messages"]
+    assert prompts[2]["messages"][: len(prompts[1]["messages"])] == prompts[1]["messages"]
     assert prompts[2]["text"].startswith(prompts[1]["text"].rsplit("<start_of_turn>model", 1)[0])
 
 
@@ -270,9 +306,11 @@ def test_output_lengths_are_drawn_as_stated_and_each_request_gets_its_own(tmp_pa
 
     drawn = output_lengths(ServeSpec(output_tokens=2, output_tokens_max=9, prompts={"seed": 3}), 4000)
     assert set(drawn) == set(range(2, 10)) and statistics.fmean(drawn) == pytest.approx(5.5, rel=0.03)
-    block = (f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{loaded_fake}/v1'}}\n"
-             "  output_tokens: 2\n  output_tokens_max: 9\n  prompts: {source: synthetic, input_words: 3, seed: 3}\n"
-             "  num_requests: 8\n  warmup_requests: 1\n  load: {concurrency: 4}\n")
+    block = (
+        f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{loaded_fake}/v1'}}\n"
+        "  output_tokens: 2\n  output_tokens_max: 9\n  prompts: {source: synthetic, input_words: 3, seed: 3}\n"
+        "  num_requests: 8\n  warmup_requests: 1\n  load: {concurrency: 4}\n"
+    )
     scenario = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "lengths.yaml")
     done = bench("run", str(scenario), "--results-dir", str(tmp_path / "r"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -290,8 +328,16 @@ def url(port: int, path: str = "/completions") -> str:
 
 
 def bodies(n: int) -> list[dict]:
-    return [{"model": "fake-model", "prompt": f"p {i}", "max_tokens": 2, "stream": True,
-             "stream_options": {"include_usage": True}} for i in range(n)]
+    return [
+        {
+            "model": "fake-model",
+            "prompt": f"p {i}",
+            "max_tokens": 2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        for i in range(n)
+    ]
 
 
 def serve_spec(port: int, **fields) -> ServeSpec:

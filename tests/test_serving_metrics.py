@@ -27,17 +27,32 @@ def vllm_like(requests: list[dict], slo: dict) -> dict:
         e2els.append(latency)
     good = 0
     for ttft, tpot, e2el in zip(ttfts, all_tpots, e2els):
-        good += all(limit is None or value <= limit
-                    for value, limit in ((ttft, slo["ttft_s"]), (tpot, slo["tpot_s"]), (e2el, slo["e2el_s"])))
+        good += all(
+            limit is None or value <= limit
+            for value, limit in ((ttft, slo["ttft_s"]), (tpot, slo["tpot_s"]), (e2el, slo["e2el_s"]))
+        )
     duration = max(r["end_s"] for r in requests) - min(r["sent_s"] for r in requests)
-    return {"ttft": statistics.median(ttfts), "tpot": statistics.median(tpots), "e2el": statistics.median(e2els),
-            "goodput": good / duration}
+    return {
+        "ttft": statistics.median(ttfts),
+        "tpot": statistics.median(tpots),
+        "e2el": statistics.median(e2els),
+        "goodput": good / duration,
+    }
 
 
 def request(index, sent, chunks, tokens, end_extra=0.05):
     # end_s: the stream's last byte (usage chunk, [DONE]) comes after the last content
-    return {"index": index, "warmup": False, "sent_s": sent, "chunk_s": chunks, "end_s": chunks[-1] + end_extra,
-            "prompt_tokens": 10, "output_tokens": tokens, "status": 200, "error": None}
+    return {
+        "index": index,
+        "warmup": False,
+        "sent_s": sent,
+        "chunk_s": chunks,
+        "end_s": chunks[-1] + end_extra,
+        "prompt_tokens": 10,
+        "output_tokens": tokens,
+        "status": 200,
+        "error": None,
+    }
 
 
 REQUESTS = [
@@ -49,11 +64,14 @@ REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize("slo", [
-    {"ttft_s": 0.5, "tpot_s": 0.1, "e2el_s": None},
-    {"ttft_s": None, "tpot_s": 0.05, "e2el_s": None},
-    {"ttft_s": None, "tpot_s": None, "e2el_s": 0.3},
-])
+@pytest.mark.parametrize(
+    "slo",
+    [
+        {"ttft_s": 0.5, "tpot_s": 0.1, "e2el_s": None},
+        {"ttft_s": None, "tpot_s": 0.05, "e2el_s": None},
+        {"ttft_s": None, "tpot_s": None, "e2el_s": 0.3},
+    ],
+)
 def test_serving_metrics_match_vllms_definitions(slo):
     got = serving_metrics({"requests": REQUESTS}, slo)
     expected = vllm_like(REQUESTS, slo)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import SCENARIOS, TINY, bench, write_scenario
 from harness.errors import SpecError
 from harness.loader import resolve_runs, scenario_hash, validate_file
+
+from conftest import SCENARIOS, TINY, bench, write_scenario
 
 SHIPPED = sorted(SCENARIOS.glob("*.yaml"))
 
@@ -31,7 +32,10 @@ BAD = {
     "not_a_mapping": ("- 1\n- 2\n", "top level must be a mapping"),
     "batch_not_divisible": ("name: x\ntrain: {global_batch: 3, micro_batch: 2}\n", "train.global_batch:"),
     "unknown_preset": ("name: x\nmodel: {preset: nope}\n", "model.preset:"),
-    "too_long_for_model": ("name: x\nmodel: {preset: tiny-gemma3}\nsequence: {max_length: 4096}\n", "sequence.max_length:"),
+    "too_long_for_model": (
+        "name: x\nmodel: {preset: tiny-gemma3}\nsequence: {max_length: 4096}\n",
+        "sequence.max_length:",
+    ),
     "bad_backend_options": ("name: x\nbackend_options: {torch: {device: tpu}}\n", "backend_options.torch.device:"),
     "unknown_backend_block": ("name: x\nbackend_options: {nope: {}}\n", "backend_options.nope:"),
     "bad_profile": ("name: x\nprofiles: {cpu: {train.stepz: 3}}\n", "train.stepz: unknown key"),

@@ -8,7 +8,9 @@ from harness.store import SCHEMA, SCHEMA_VERSION, load_records, write_json_atomi
 
 
 def test_atomic_write_leaves_no_temp_file_and_stores_nan_as_null(tmp_path):
-    path = write_json_atomic(tmp_path / "r.json", {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "x": float("nan")})
+    path = write_json_atomic(
+        tmp_path / "r.json", {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "x": float("nan")}
+    )
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
     assert json.loads(path.read_text())["x"] is None
 

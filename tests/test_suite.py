@@ -20,8 +20,15 @@ def test_the_accelerator_suite_resolves_every_entry_here():
     done = bench("suite", SUITE, "--dry-run", "--json", timeout=600)
     assert done.returncode == 0, done.stderr
     entries = json.loads(done.stdout)
-    assert [e["backend"] for e in entries] == ["torch", "gpu-fsdp", "torchax", "jax-tunix", "gpu-fsdp", "jax-tunix",
-                                             "torch"]
+    assert [e["backend"] for e in entries] == [
+        "torch",
+        "gpu-fsdp",
+        "torchax",
+        "jax-tunix",
+        "gpu-fsdp",
+        "jax-tunix",
+        "torch",
+    ]
     if os.environ.get("CI"):  # every stack is installed there: nothing may be skipped
         assert [e["label"] for e in entries if e["skipped"]] == []
     for entry in entries:
@@ -32,7 +39,9 @@ def test_the_accelerator_suite_resolves_every_entry_here():
         if entry["label"].startswith("W1 serve"):
             assert plans == [None]  # serving alone: nothing to plan
             continue
-        expected = ["padding=static", "padding=dynamic", "padding=bucketed"] if "padding" in entry["label"] else ["default"]
+        expected = (
+            ["padding=static", "padding=dynamic", "padding=bucketed"] if "padding" in entry["label"] else ["default"]
+        )
         assert [run["variant"] for run in entry["runs"]] == expected
         for plan in plans:
             # W1 at full shape: no CPU profile, bf16 compute, one device, every step of the file
@@ -42,14 +51,19 @@ def test_the_accelerator_suite_resolves_every_entry_here():
 
 
 def test_a_small_suite_runs_every_entry_then_writes_one_report(tmp_path):
-    write_scenario(tmp_path, TINY + "serve: {engine: local, output_tokens: 4, num_requests: 2, warmup_requests: 0}\n",
-                   "tiny.yaml")
-    suite = write_scenario(tmp_path, f"""name: small
-report: {tmp_path / 'report.md'}
+    write_scenario(
+        tmp_path, TINY + "serve: {engine: local, output_tokens: 4, num_requests: 2, warmup_requests: 0}\n", "tiny.yaml"
+    )
+    suite = write_scenario(
+        tmp_path,
+        f"""name: small
+report: {tmp_path / "report.md"}
 runs:
   - {{scenario: tiny.yaml, backend: torch, set: {{tasks: [train], train.steps: 3, train.window_steps: 0}}}}
   - {{scenario: tiny.yaml, backend: torch, label: serving, set: {{tasks: [serve]}}}}
-""", "suite.yaml")
+""",
+        "suite.yaml",
+    )
     done = bench("suite", str(suite), "--results-dir", str(tmp_path / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr + done.stdout
     records = records_in(tmp_path / "r")
@@ -58,14 +72,19 @@ runs:
     assert "wrote the suite's report" in done.stdout
 
 
-@pytest.mark.parametrize("body, field", [
-    ("runs:\n  - {scenario: ../../scenarios/tiny.yaml, backend: nope}\n", "runs.0.backend"),
-    ("runs:\n  - {scenario: missing.yaml, backend: torch}\n", "runs.0.scenario"),
-    ("report: out.pdf\nruns:\n  - {scenario: x.yaml, backend: torch}\n", "report"),
-    ("runs:\n  - {scenario: x.yaml, backend: torch, sett: {}}\n", "runs.0.sett"),
-    ("runs: []\n", "runs"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("runs:\n  - {scenario: ../../scenarios/tiny.yaml, backend: nope}\n", "runs.0.backend"),
+        ("runs:\n  - {scenario: missing.yaml, backend: torch}\n", "runs.0.scenario"),
+        ("report: out.pdf\nruns:\n  - {scenario: x.yaml, backend: torch}\n", "report"),
+        ("runs:\n  - {scenario: x.yaml, backend: torch, sett: {}}\n", "runs.0.sett"),
+        ("runs: []\n", "runs"),
+    ],
+)
 def test_suite_mistakes_are_refused_naming_the_field(tmp_path, body, field):
     suite = write_scenario(tmp_path, "name: bad\n" + body, "suite.yaml")
     done = bench("suite", str(suite), "--dry-run")
-    assert done.returncode == 2 and f"{field}:" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.returncode == 2 and f"{field}:" in done.stderr and len(done.stderr.strip().splitlines()) == 1, (
+        done.stderr
+    )

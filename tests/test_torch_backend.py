@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import TINY, bench, records_in, write_scenario
 from harness import metrics
 from harness.data.batches import build_batches
 from harness.loader import resolve_runs
+
+from conftest import TINY, bench, records_in, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -15,8 +16,21 @@ pytestmark = pytest.mark.slow
 def test_loss_falls_over_20_steps_on_repeated_data(tmp_path, results):
     # Four examples and a global batch of four: every step sees the same data.
     path = write_scenario(tmp_path, TINY)
-    done = bench("run", str(path), "--results-dir", str(results), "--no-progress", "--set", "train.steps=20",
-                 "--set", "data.num_examples=4", "--set", "train.optimizer.lr=0.01", "--set", "train.window_steps=0")
+    done = bench(
+        "run",
+        str(path),
+        "--results-dir",
+        str(results),
+        "--no-progress",
+        "--set",
+        "train.steps=20",
+        "--set",
+        "data.num_examples=4",
+        "--set",
+        "train.optimizer.lr=0.01",
+        "--set",
+        "train.window_steps=0",
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     (record,) = records_in(results)
     losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
@@ -40,7 +54,9 @@ def test_record_statistics_recompute_exactly_from_raw_samples(tmp_path, results)
     assert record["metrics"]["mfu"] is None  # no meaningful CPU peak
     price = record["cost"]["price"]
     assert price["source"] and price["date"]
-    assert record["cost"]["usd_run"] == pytest.approx(record["metrics"]["run_time_s"] / 3600 * price["usd_per_chip_hour"])
+    assert record["cost"]["usd_run"] == pytest.approx(
+        record["metrics"]["run_time_s"] / 3600 * price["usd_per_chip_hour"]
+    )
     assert "summary" not in done.stdout  # the table goes to the terminal, not a parse target
     shown = bench("show", record_path := str(next(results.glob("*.json"))))
     assert shown.returncode == 0 and "step time median" in shown.stdout, record_path
@@ -75,12 +91,24 @@ def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, result
     torch.manual_seed(123)
     AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager")).save_pretrained(model_dir)
     handle = load_tokenizer("local-bpe", 8192, None)
-    PreTrainedTokenizerFast(tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>",
-                            bos_token="<bos>").save_pretrained(tok_dir)
+    PreTrainedTokenizerFast(
+        tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
+    ).save_pretrained(tok_dir)
     scenario = TINY.replace("  preset: tiny-gemma3\n", f"  preset: null\n  init: pretrained\n  path: {model_dir}\n")
-    scenario = scenario.replace("tokenizer: {kind: local-bpe, vocab_size: 8192}", f"tokenizer: {{kind: hf-dir, path: {tok_dir}}}")
-    done = bench("run", str(write_scenario(tmp_path, scenario)), "--results-dir", str(results), "--no-progress",
-                 "--set", "train.steps=3", "--set", "train.warmup_steps=1")
+    scenario = scenario.replace(
+        "tokenizer: {kind: local-bpe, vocab_size: 8192}", f"tokenizer: {{kind: hf-dir, path: {tok_dir}}}"
+    )
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, scenario)),
+        "--results-dir",
+        str(results),
+        "--no-progress",
+        "--set",
+        "train.steps=3",
+        "--set",
+        "train.warmup_steps=1",
+    )
     assert done.returncode == 0, done.stderr
     (record,) = records_in(results)
     assert record["raw"]["data"]["tokenizer"]["kind"] == "hf-dir"
@@ -90,10 +118,26 @@ def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, result
 def test_a_record_states_the_machines_load_threads_and_environment(tmp_path, results):
     """Provenance of the conditions: load averages before and after, cores, threads,
     the environment variables that tune performance (and the fault-injection one)."""
-    done = bench("run", str(write_scenario(tmp_path, TINY)), "--results-dir", str(results), "--no-progress",
-                 "--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0",
-                 env={"XLA_FLAGS": "--xla_dump_to=/nowhere", "OMP_NUM_THREADS": "2", "NCCL_DEBUG": "WARN",
-                      "BENCH_FAULTS": "[]", "UNRELATED_VARIABLE": "x"})
+    done = bench(
+        "run",
+        str(write_scenario(tmp_path, TINY)),
+        "--results-dir",
+        str(results),
+        "--no-progress",
+        "--set",
+        "train.steps=3",
+        "--set",
+        "train.warmup_steps=1",
+        "--set",
+        "train.window_steps=0",
+        env={
+            "XLA_FLAGS": "--xla_dump_to=/nowhere",
+            "OMP_NUM_THREADS": "2",
+            "NCCL_DEBUG": "WARN",
+            "BENCH_FAULTS": "[]",
+            "UNRELATED_VARIABLE": "x",
+        },
+    )
     assert done.returncode == 0, done.stderr
     (record,) = records_in(results)
     machine = record["provenance"]["machine"]
@@ -106,9 +150,9 @@ def test_a_record_states_the_machines_load_threads_and_environment(tmp_path, res
 
 
 def test_a_busy_machine_is_warned_about():
-    from harness.provenance import machine_state
-
     import os
+
+    from harness.provenance import machine_state
 
     state = machine_state([float(os.cpu_count() * 4)] * 3)
     assert "busy" in state["warning"] and "cores" in state["warning"]

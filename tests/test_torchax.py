@@ -32,8 +32,20 @@ def padding_records(tmp_path_factory):
     devices), 8 rows a step so each step is 2 micro-batches of 4 rows."""
     stack_or_skip(*STACK)
     out = tmp_path_factory.mktemp("torchax") / "r"
-    done = bench("run", "scenarios/padding.yaml", "--backend", "torchax", "--set", "model.preset=tiny-gemma3",
-                 "--set", "train.global_batch=8", "--results-dir", str(out), "--no-progress", timeout=1500)
+    done = bench(
+        "run",
+        "scenarios/padding.yaml",
+        "--backend",
+        "torchax",
+        "--set",
+        "model.preset=tiny-gemma3",
+        "--set",
+        "train.global_batch=8",
+        "--results-dir",
+        str(out),
+        "--no-progress",
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stderr + done.stdout + failures_in(out)
     return {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(out)}
 
@@ -71,8 +83,7 @@ def _run(tmp_path, backend: str, *sets: str, name: str = "") -> dict:
     path = write_scenario(tmp_path, TINY)  # padded rows + attention mask + sliding window 32
     out = tmp_path / (name or backend)
     args = [a for kv in sets for a in ("--set", kv)]
-    done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), "--no-progress", *args,
-                 timeout=900)
+    done = bench("run", str(path), "--backend", backend, "--results-dir", str(out), "--no-progress", *args, timeout=900)
     assert done.returncode == 0, done.stderr + done.stdout + failures_in(out)
     (record,) = records_in(out)
     assert record["status"] == "ok", record["failure"]
@@ -83,8 +94,14 @@ def test_losses_and_lrs_match_the_torch_backend_on_four_devices(tmp_path):
     """Same rows, same schedule: the torch reference on one device (8 forward passes of
     1 row), torchax on 4 (2 forward passes of 4 rows, one per device each)."""
     stack_or_skip(*STACK)
-    common = ("train.global_batch=8", "train.micro_batch=1", "train.steps=5", "train.window_steps=0",
-              "train.schedule.name=cosine", "train.schedule.warmup_ratio=0.25")
+    common = (
+        "train.global_batch=8",
+        "train.micro_batch=1",
+        "train.steps=5",
+        "train.window_steps=0",
+        "train.schedule.name=cosine",
+        "train.schedule.warmup_ratio=0.25",
+    )
     torch_record = _run(tmp_path, "torch", *common)
     torchax_record = _run(tmp_path, "torchax", *common, "parallel.devices=4")
     reference, steps = torch_record["raw"]["loop"]["steps"][:5], torchax_record["raw"]["loop"]["steps"][:5]
@@ -97,25 +114,49 @@ def test_losses_and_lrs_match_the_torch_backend_on_four_devices(tmp_path):
 
 def test_bf16_lora_keeps_trained_weights_in_fp32(tmp_path):
     stack_or_skip(*STACK)
-    record = _run(tmp_path, "torchax", "train.precision=bf16", "parallel.devices=4", "train.micro_batch=1",
-                  "train.steps=3", "train.warmup_steps=1", "train.window_steps=0")
-    assert record["raw"]["done"]["dtypes"] == {"frozen_params": "bf16", "compute": "bf16",
-                                               "trainable_params": "fp32", "optimizer_state": "fp32"}
+    record = _run(
+        tmp_path,
+        "torchax",
+        "train.precision=bf16",
+        "parallel.devices=4",
+        "train.micro_batch=1",
+        "train.steps=3",
+        "train.warmup_steps=1",
+        "train.window_steps=0",
+    )
+    assert record["raw"]["done"]["dtypes"] == {
+        "frozen_params": "bf16",
+        "compute": "bf16",
+        "trainable_params": "fp32",
+        "optimizer_state": "fp32",
+    }
 
 
 def test_a_bf16_full_fine_tune_is_refused_naming_the_precision(tmp_path):
     """No autocast in torchax: fp32 master weights would compute in fp32, not bf16."""
     stack_or_skip(*STACK)
     path = write_scenario(tmp_path, TINY)
-    done = bench("run", str(path), "--backend", "torchax", "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "train.precision=bf16", "--set", "train.method=full", timeout=600)
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        "torchax",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--set",
+        "train.precision=bf16",
+        "--set",
+        "train.method=full",
+        timeout=600,
+    )
     assert done.returncode != 0
     (record,) = records_in(tmp_path / "r")
     assert record["status"] != "ok" and record["failure"]["reason"].startswith("ValueError: train.precision:")
 
 
 def test_optax_optimizer_applies_the_plans_lrs_and_reads_them_back():
-    jax = pytest.importorskip("jax")
+    pytest.importorskip("jax")
     import types
 
     import jax.numpy as jnp
@@ -152,11 +193,32 @@ def test_a_diverging_run_is_a_failed_record_naming_the_step(tmp_path):
     the torch backend)."""
     stack_or_skip(*STACK)
     path = write_scenario(tmp_path, TINY)
-    done = bench("run", str(path), "--backend", "torchax", "--results-dir", str(tmp_path / "r"), "--no-progress",
-                 "--set", "train.method=full", "--set", "train.optimizer.name=sgd", "--set", "train.optimizer.lr=10",
-                 "--set", "train.grad_clip=null", "--set", "train.steps=10",
-                 "--set", "train.window_steps=0", "--set", "train.micro_batch=1", "--set", "sequence.max_length=256",
-                 timeout=900)
+    done = bench(
+        "run",
+        str(path),
+        "--backend",
+        "torchax",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        "--set",
+        "train.method=full",
+        "--set",
+        "train.optimizer.name=sgd",
+        "--set",
+        "train.optimizer.lr=10",
+        "--set",
+        "train.grad_clip=null",
+        "--set",
+        "train.steps=10",
+        "--set",
+        "train.window_steps=0",
+        "--set",
+        "train.micro_batch=1",
+        "--set",
+        "sequence.max_length=256",
+        timeout=900,
+    )
     assert done.returncode == 1
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and record["failure"]["kind"] == "non_finite_loss"

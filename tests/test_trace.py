@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
 from harness import trace
+
+from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +65,13 @@ def xplane_events(path: Path, names: tuple[str, ...]) -> list[tuple[str, float, 
     from jax.profiler import ProfileData
 
     data = ProfileData.from_file(str(path))
-    return [(e.name, e.start_ns, e.duration_ns, plane.name, line.name) for plane in data.planes
-            for line in plane.lines for e in line.events if e.name in names]
+    return [
+        (e.name, e.start_ns, e.duration_ns, plane.name, line.name)
+        for plane in data.planes
+        for line in plane.lines
+        for e in line.events
+        if e.name in names
+    ]
 
 
 def first_to_last(programs: list[tuple[float, float]], start: float, end: float) -> float:
@@ -90,8 +96,11 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     (name,) = record["trace"]["files"]
     with gzip.open(out / name, "rt") as stream:
         events = json.load(stream)["traceEvents"]
-    spans = {e["name"]: (e["ts"], e["ts"] + e["dur"]) for e in events
-             if e.get("ph") == "X" and e["name"].startswith("bench.step.")}
+    spans = {
+        e["name"]: (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X" and e["name"].startswith("bench.step.")
+    }
     assert sorted(spans) == ["bench.step.2", "bench.step.3"]
     # The step time: the profiler's own op events (cpu_op on a CPU), first start to last end.
     assert record["trace"]["step_time_s"]["programs"] == {"categories": ["cpu_op"]}
@@ -116,8 +125,19 @@ def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refu
 
 def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
     stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
-    record, out = traced_run(tmp_path, "scenarios/padding.yaml", "--backend", "torchax", "--set",
-                             "model.preset=tiny-gemma3", "--set", "sequence.padding=static", *SHORT, "--trace", "2")
+    record, out = traced_run(
+        tmp_path,
+        "scenarios/padding.yaml",
+        "--backend",
+        "torchax",
+        "--set",
+        "model.preset=tiny-gemma3",
+        "--set",
+        "sequence.padding=static",
+        *SHORT,
+        "--trace",
+        "2",
+    )
     check_common(record, out, [2, 3])
     (xplane,) = [out / f for f in record["trace"]["files"] if f.endswith(".xplane.pb")]
     spans = {name: (s, s + d) for name, s, d in xplane_spans(xplane, ("bench.step.2", "bench.step.3"))}
@@ -138,8 +158,19 @@ def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
 
 def test_xla_dynamic_padding_recompiles_are_compile_events_in_the_steps_that_recompiled(tmp_path):
     stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
-    record, out = traced_run(tmp_path, "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set",
-                             "model.preset=tiny-gemma3", "--set", "sequence.padding=dynamic", *SHORT, "--trace", "3")
+    record, out = traced_run(
+        tmp_path,
+        "scenarios/padding.yaml",
+        "--backend",
+        "xla-fsdpv2",
+        "--set",
+        "model.preset=tiny-gemma3",
+        "--set",
+        "sequence.padding=dynamic",
+        *SHORT,
+        "--trace",
+        "3",
+    )
     check_common(record, out, [2, 3, 4])
     (xplane,) = [out / f for f in record["trace"]["files"] if f.endswith(".xplane.pb")]
     names = ("bench.step.2", "bench.step.3", "bench.step.4", "XLAGraphExecutor::Compile")

@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
 from harness.loader import read_document, validate
 from harness.metrics import request_latencies, summary
 from harness.serving import vllm
 from harness.serving.launch import LaunchedServer
 from harness.serving.prompts import build_prompts
+
+from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
 
 pytestmark = pytest.mark.slow
 VLLM_PYTHON = os.environ.get("BENCH_VLLM_PYTHON")
@@ -45,17 +46,29 @@ def vllm_or_skip() -> str:
 
 
 def scenario_text(serve: dict) -> str:
-    serve = {"prompts": {"source": "function-calling"}, "output_tokens": OUTPUT_TOKENS, "num_requests": NUM_REQUESTS,
-             "warmup_requests": WARMUP, **serve}
+    serve = {
+        "prompts": {"source": "function-calling"},
+        "output_tokens": OUTPUT_TOKENS,
+        "num_requests": NUM_REQUESTS,
+        "warmup_requests": WARMUP,
+        **serve,
+    }
     return MODEL + yaml.safe_dump({"tasks": ["serve"], "serve": serve}, sort_keys=False)
 
 
 def launch_block(marker: str) -> dict:
     """vLLM through `engine: launch`; the marker, inherited by every process the server
     starts, finds them afterwards whatever their names."""
-    return {"engine": "launch", "launch": {"command": vllm.server_command(VLLM_PYTHON, prefix_caching=False), "model": "{model_dir}",
-                                            "env": {**vllm.CPU_ENV, "BENCH_TEST_MARKER": marker},
-                                            "health_timeout_s": 300}, "load": {"concurrency": 4}}
+    return {
+        "engine": "launch",
+        "launch": {
+            "command": vllm.server_command(VLLM_PYTHON, prefix_caching=False),
+            "model": "{model_dir}",
+            "env": {**vllm.CPU_ENV, "BENCH_TEST_MARKER": marker},
+            "health_timeout_s": 300,
+        },
+        "load": {"concurrency": 4},
+    }
 
 
 def marked_processes(marker: str) -> list[int]:
@@ -153,8 +166,18 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
     prompts = build_prompts(scenario, WARMUP + NUM_REQUESTS)[WARMUP:]  # the measured requests' prompts
     dataset = vllm.write_custom_dataset(prompts, work / "prompts.jsonl")
     model_dir = str(server.workdir / "model")
-    command = vllm.bench_serve_command(VLLM_PYTHON, server.base_url, record["server"]["model"], model_dir, dataset,
-                                       OUTPUT_TOKENS, NUM_REQUESTS, 4, WARMUP, work)
+    command = vllm.bench_serve_command(
+        VLLM_PYTHON,
+        server.base_url,
+        record["server"]["model"],
+        model_dir,
+        dataset,
+        OUTPUT_TOKENS,
+        NUM_REQUESTS,
+        4,
+        WARMUP,
+        work,
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **vllm.CPU_ENV})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     theirs = vllm.read_bench_serve(work / "vllm-bench.json")
@@ -164,8 +187,10 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
     assert theirs["total_input_tokens"] == sum(r["prompt_tokens"] for r in measured)
     ours = record["metrics"]
     side_by_side = {name: {"bench": ours[name]["mean"], "vllm": theirs[name]["mean"]} for name in ("ttft_s", "tpot_s")}
-    side_by_side["output_throughput_tok_s"] = {"bench": ours["output_throughput_tok_s"],
-                                               "vllm": theirs["output_throughput_tok_s"]}
+    side_by_side["output_throughput_tok_s"] = {
+        "bench": ours["output_throughput_tok_s"],
+        "vllm": theirs["output_throughput_tok_s"],
+    }
     print("vLLM cross-check (concurrency 4):", json.dumps(side_by_side))
     out = os.environ.get("BENCH_VLLM_CROSSCHECK_OUT")
     if out:
@@ -189,9 +214,18 @@ def test_a_run_killed_at_its_time_limit_stops_its_launched_server(tmp_path):
     """The runner ends a worker past its time limit by signalling the worker's process
     group; a launched server runs in a session of its own, so the worker must stop it."""
     marker = uuid.uuid4().hex
-    block = {"engine": "launch", "launch": {"command": ["{python}", str(FAKE), "--port", "{port}", "--delay", "0.05"],
-                                            "env": {"BENCH_TEST_MARKER": marker}, "health_timeout_s": 30},
-             "output_tokens": 2000, "num_requests": 4, "warmup_requests": 0, "load": {"concurrency": 1}}
+    block = {
+        "engine": "launch",
+        "launch": {
+            "command": ["{python}", str(FAKE), "--port", "{port}", "--delay", "0.05"],
+            "env": {"BENCH_TEST_MARKER": marker},
+            "health_timeout_s": 30,
+        },
+        "output_tokens": 2000,
+        "num_requests": 4,
+        "warmup_requests": 0,
+        "load": {"concurrency": 1},
+    }
     path = write_scenario(tmp_path, TINY + yaml.safe_dump({"tasks": ["serve"], "serve": block}, sort_keys=False))
     done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress", "--timeout", "6")
     assert done.returncode == 1

@@ -23,8 +23,18 @@ def new_shapes_after_warmup(record) -> int:
 def padding_records(tmp_path_factory):
     stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
     out = tmp_path_factory.mktemp("xla") / "r"
-    done = bench("run", "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set", "model.preset=tiny-gemma3",
-                 "--results-dir", str(out), "--no-progress", timeout=1500)
+    done = bench(
+        "run",
+        "scenarios/padding.yaml",
+        "--backend",
+        "xla-fsdpv2",
+        "--set",
+        "model.preset=tiny-gemma3",
+        "--results-dir",
+        str(out),
+        "--no-progress",
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     return {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(out)}
 
@@ -67,9 +77,24 @@ def test_dynamic_padding_shows_steady_and_effective_throughput_apart(tmp_path):
     recompile). Steady-state figures leave the recompiling steps out; the effective
     throughput keeps them, and so is lower."""
     stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
-    done = bench("run", "scenarios/padding.yaml", "--backend", "xla-fsdpv2", "--set", "model.preset=tiny-gemma3",
-                 "--set", "sequence.padding=dynamic", "--set", "data.num_examples=6", "--set", "train.steps=10",
-                 "--results-dir", str(tmp_path / "r"), "--no-progress", timeout=900)
+    done = bench(
+        "run",
+        "scenarios/padding.yaml",
+        "--backend",
+        "xla-fsdpv2",
+        "--set",
+        "model.preset=tiny-gemma3",
+        "--set",
+        "sequence.padding=dynamic",
+        "--set",
+        "data.num_examples=6",
+        "--set",
+        "train.steps=10",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     (record,) = records_in(tmp_path / "r")
     m, steps = record["metrics"], [s for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure"]
@@ -79,7 +104,10 @@ def test_dynamic_padding_shows_steady_and_effective_throughput_apart(tmp_path):
     assert m["recompile_steps"] == len(recompiling)
     assert m["recompile_steps_time_s"] == pytest.approx(sum(s["time_s"] for s in recompiling))
     assert m["step_time_s"]["n"] == len(steady)
-    assert m["tokens_per_s_real"] == pytest.approx(sum(s["tokens_real"] for s in steady) / sum(s["time_s"] for s in steady))
+    assert m["tokens_per_s_real"] == pytest.approx(
+        sum(s["tokens_real"] for s in steady) / sum(s["time_s"] for s in steady)
+    )
     assert m["tokens_per_s_real_effective"] == pytest.approx(
-        sum(s["tokens_real"] for s in steps) / sum(s["time_s"] for s in steps))
+        sum(s["tokens_real"] for s in steps) / sum(s["time_s"] for s in steps)
+    )
     assert m["tokens_per_s_real_effective"] < m["tokens_per_s_real"]

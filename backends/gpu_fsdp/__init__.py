@@ -34,8 +34,20 @@ def _launch(plan) -> list[str]:
 
     me = hosts.require_explicit(hosts.role(plan.hosts), "gpu-fsdp")
     address, port = me.coordinator_host_port()
-    return ["-m", "torch.distributed.run", "--nnodes", str(plan.hosts), "--node-rank", str(me.rank),
-            "--nproc-per-node", str(plan.devices // plan.hosts), "--master-addr", address, "--master-port", str(port)]
+    return [
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(plan.hosts),
+        "--node-rank",
+        str(me.rank),
+        "--nproc-per-node",
+        str(plan.devices // plan.hosts),
+        "--master-addr",
+        address,
+        "--master-port",
+        str(port),
+    ]
 
 
 def _load():
@@ -55,6 +67,11 @@ BACKEND_INFO = BackendInfo(
     env={"USE_TORCH_XLA": "0"},
     launch=_launch,
     # fsdp: FSDP2 over the fsdp axis; data with fsdp: HSDP (replicated across data).
-    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True,
-                              shardings=("full_shard", "shard_grad_op"), multi_host=True),
+    capabilities=Capabilities(
+        axes=("data", "fsdp"),
+        max_devices=None,
+        cpu_devices=True,
+        shardings=("full_shard", "shard_grad_op"),
+        multi_host=True,
+    ),
 )

@@ -19,12 +19,22 @@ import torch
 import torch.distributed as dist
 
 from backends.hf_common.model import (
-    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, cuda_versions, dtype_name, model_facts,
-    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
+    DTYPES,
+    PlannedSteps,
+    apply_lora,
+    build_model,
+    build_optimizer,
+    cast_to_plan,
+    cuda_versions,
+    dtype_name,
+    model_facts,
+    optimizer_state_dtype,
+    parameter_dtypes,
+    token_loss_sum,
 )
-from harness.provenance import cpu_name
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.loop import run_steps
+from harness.provenance import cpu_name
 
 
 class FsdpBackend(Backend):
@@ -62,16 +72,22 @@ class FsdpBackend(Backend):
     def _setup_for_trainer(self, model: torch.nn.Module) -> ModelFacts:
         """The Trainer builds its own optimizer and schedule from the scenario's values."""
         if self.world > 1:
-            raise ValueError("backend_options.gpu-fsdp.mode: sft_trainer runs on one process in this version "
-                             "(parallel.devices must be 1)")
+            raise ValueError(
+                "backend_options.gpu-fsdp.mode: sft_trainer runs on one process in this version "
+                "(parallel.devices must be 1)"
+            )
         if self.options.compile:
             raise ValueError("backend_options.gpu-fsdp.compile: not supported with mode sft_trainer")
         if self.plan.window_steps:
-            raise ValueError("train.window_steps: the sft_trainer mode syncs at every step boundary (its "
-                             "callbacks); it has no unsynchronised window: set it to 0")
+            raise ValueError(
+                "train.window_steps: the sft_trainer mode syncs at every step boundary (its "
+                "callbacks); it has no unsynchronised window: set it to 0"
+            )
         if self.plan.precision.name != "fp32":
-            raise ValueError(f"train.precision: {self.plan.precision.name} in mode sft_trainer would be the "
-                             "Trainer's autocast over fp32 weights, not the plan's policy: use mode loop")
+            raise ValueError(
+                f"train.precision: {self.plan.precision.name} in mode sft_trainer would be the "
+                "Trainer's autocast over fp32 weights, not the plan's policy: use mode loop"
+            )
         self.model = cast_to_plan(model, self.plan.precision).to(self.device)
         self.optimizer = build_optimizer(self.model, self.scenario)
         self.num_sharded_layers = 0
@@ -99,8 +115,11 @@ class FsdpBackend(Backend):
         from torch.distributed.fsdp import fully_shard
 
         data, fsdp = self.plan.mesh["data"], self.plan.mesh["fsdp"]
-        mesh = (init_device_mesh(self.device.type, (data, fsdp), mesh_dim_names=("data", "fsdp")) if data > 1
-                else init_device_mesh(self.device.type, (fsdp,), mesh_dim_names=("fsdp",)))
+        mesh = (
+            init_device_mesh(self.device.type, (data, fsdp), mesh_dim_names=("data", "fsdp"))
+            if data > 1
+            else init_device_mesh(self.device.type, (fsdp,), mesh_dim_names=("fsdp",))
+        )
         reshard = self.plan.sharding == "full_shard"
         policy = self._mixed_precision()
         layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
@@ -136,7 +155,9 @@ class FsdpBackend(Backend):
             self.work.fed(mine.attention_mask)
             if not self.fingerprints:
                 self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
-            ids, mask, labels = (torch.from_numpy(a).to(self.device) for a in (mine.input_ids, mine.attention_mask, mine.labels))
+            ids, mask, labels = (
+                torch.from_numpy(a).to(self.device) for a in (mine.input_ids, mine.attention_mask, mine.labels)
+            )
             self.model.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
             logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
@@ -221,7 +242,10 @@ class FsdpBackend(Backend):
         if not self.options.compile:
             return None
         if self.options.compile_backend != "inductor":
-            return {"persistent": False, "what": f"torch.compile backend {self.options.compile_backend} (no on-disk cache)"}
+            return {
+                "persistent": False,
+                "what": f"torch.compile backend {self.options.compile_backend} (no on-disk cache)",
+            }
         import torch._functorch.config as functorch_config
         import torch._inductor.config as inductor_config
         from torch._inductor.runtime.cache_dir_utils import cache_dir
@@ -234,17 +258,25 @@ class FsdpBackend(Backend):
             return 0.0
         from torch._dynamo.utils import compilation_time_metrics
 
-        return sum(sum(times) for key, times in compilation_time_metrics.items()
-                   if key == "_compile.compile_inner" or key.endswith("bw_compiler"))
+        return sum(
+            sum(times)
+            for key, times in compilation_time_metrics.items()
+            if key == "_compile.compile_inner" or key.endswith("bw_compiler")
+        )
 
     def done(self) -> dict[str, Any]:
         """Dtypes of this rank's shards and of its optimizer state; the ranks that fed
         distinct rows, from a fingerprint of each rank's first rows (gathered)."""
         prints = self._gather([float(self.fingerprints[0] if self.fingerprints else -1)])
-        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
-                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
-        return {"dtypes": {k: v for k, v in dtypes.items() if v},
-                "distinct_row_shards": len({p[0] for p in prints if p[0] >= 0})}
+        dtypes = {
+            **parameter_dtypes(self.model),
+            "optimizer_state": optimizer_state_dtype(self.optimizer),
+            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
+        }
+        return {
+            "dtypes": {k: v for k, v in dtypes.items() if v},
+            "distinct_row_shards": len({p[0] for p in prints if p[0] >= 0}),
+        }
 
     def memory(self) -> MemoryFacts:
         if self.device.type == "cuda":
@@ -277,21 +309,31 @@ class FsdpBackend(Backend):
         sharded = [p for p in params if isinstance(p, DTensor)]
         local = sum(p.to_local().numel() for p in sharded)
         return {
-            "world_size": self.world, "backend": dist.get_backend(), "sharding": self.plan.sharding,
-            "num_sharded_layers": self.num_sharded_layers, "num_dtensor_params": len(sharded), "num_params_total": len(params),
+            "world_size": self.world,
+            "backend": dist.get_backend(),
+            "sharding": self.plan.sharding,
+            "num_sharded_layers": self.num_sharded_layers,
+            "num_dtensor_params": len(sharded),
+            "num_params_total": len(params),
             "placements": sorted({str(p.placements) for p in sharded}),
             "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
             "per_rank_step_time_s": getattr(self, "per_rank_times", None),
             "per_rank_host": self._per_rank_hosts(),
-            "mode": self.options.mode, "compile": self.options.compile, "compiled_graphs": self._compiled_graphs(),
+            "mode": self.options.mode,
+            "compile": self.options.compile,
+            "compiled_graphs": self._compiled_graphs(),
         }
 
     def versions(self) -> dict[str, str]:
         import peft
         import transformers
 
-        found = {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-                 "peft": peft.__version__}
+        found = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        }
         if self.options.mode == "sft_trainer":
             import trl
 

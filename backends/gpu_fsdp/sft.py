@@ -39,10 +39,12 @@ def _callback(backend, recorder: StepRecorder):
 
 def _rows(plan, steps: int) -> list[dict[str, int]]:
     """One dataset row per row of every micro-batch, in the order they are consumed."""
-    return [{"step": s, "micro": m, "row": r}
-            for s, step in enumerate(plan.steps[:steps])
-            for m, micro in enumerate(step.micro_batches)
-            for r in range(micro.input_ids.shape[0])]
+    return [
+        {"step": s, "micro": m, "row": r}
+        for s, step in enumerate(plan.steps[:steps])
+        for m, micro in enumerate(step.micro_batches)
+        for r in range(micro.input_ids.shape[0])
+    ]
 
 
 def _collate(backend):
@@ -76,8 +78,7 @@ def _measure_compute_dtype(backend) -> None:
         if backend.compute_dtype is None:
             backend.compute_dtype = output.dtype
 
-    frozen = next(m for m in backend.model.modules()
-                  if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad)
+    frozen = next(m for m in backend.model.modules() if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad)
     frozen.register_forward_hook(hook)
 
 
@@ -86,17 +87,28 @@ def _config(backend, output_dir: str):
 
     s, train = backend.scenario, backend.scenario.train
     return SFTConfig(
-        output_dir=output_dir, max_steps=backend.plan.steps, per_device_train_batch_size=backend.plan.micro_batch,
+        output_dir=output_dir,
+        max_steps=backend.plan.steps,
+        per_device_train_batch_size=backend.plan.micro_batch,
         gradient_accumulation_steps=backend.plan.accumulation,
         # The optimizer and its schedule are the plan's, handed over (optimizers=...).
-        learning_rate=train.optimizer.lr, weight_decay=train.optimizer.weight_decay,
-        max_grad_norm=train.grad_clip or 0.0, logging_steps=1, save_strategy="no", report_to=[],
-        use_cpu=backend.device.type == "cpu", seed=train.seed,
+        learning_rate=train.optimizer.lr,
+        weight_decay=train.optimizer.weight_decay,
+        max_grad_norm=train.grad_clip or 0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=backend.device.type == "cpu",
+        seed=train.seed,
         # The plan's fp32 exactly: transformers 5 turns bf16 autocast on by default where
         # the device supports it (the plan check caught that).
-        bf16=False, fp16=False,
-        dataloader_num_workers=0, remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True},
-        gradient_checkpointing=s.train.gradient_checkpointing, disable_tqdm=True,
+        bf16=False,
+        fp16=False,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        gradient_checkpointing=s.train.gradient_checkpointing,
+        disable_tqdm=True,
     )
 
 
@@ -113,14 +125,20 @@ def run_sft_trainer(backend) -> LoopResult:
             return SequentialSampler(self.train_dataset)
 
     batches = backend.batches
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=batches.tokenizer.tokenizer, pad_token="<pad>", eos_token="<eos>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=batches.tokenizer.tokenizer, pad_token="<pad>", eos_token="<eos>"
+    )
     recorder = recorder_for(backend, backend.events.origin)  # traced when the scenario asks
     backend.fed_by_step = {}
     _measure_compute_dtype(backend)
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as out:
         trainer = InOrderSFTTrainer(
-            model=backend.model, args=_config(backend, out), train_dataset=Dataset.from_list(_rows(batches, backend.plan.steps)),
-            data_collator=_collate(backend), processing_class=tokenizer, callbacks=[_callback(backend, recorder)],
+            model=backend.model,
+            args=_config(backend, out),
+            train_dataset=Dataset.from_list(_rows(batches, backend.plan.steps)),
+            data_collator=_collate(backend),
+            processing_class=tokenizer,
+            callbacks=[_callback(backend, recorder)],
             optimizers=(backend.optimizer, _planned_schedule(backend)),
         )
         trainer.train()

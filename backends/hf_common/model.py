@@ -43,12 +43,18 @@ def hf_config(arch: dict[str, Any], attention: str):
     """A transformers config for the architecture fields of `harness.presets`."""
     family = arch.get("family", "gemma3")
     common = dict(
-        vocab_size=arch["vocab_size"], hidden_size=arch["hidden_size"],
-        intermediate_size=arch["intermediate_size"], num_hidden_layers=arch["num_layers"],
-        num_attention_heads=arch["num_heads"], num_key_value_heads=arch["num_kv_heads"],
+        vocab_size=arch["vocab_size"],
+        hidden_size=arch["hidden_size"],
+        intermediate_size=arch["intermediate_size"],
+        num_hidden_layers=arch["num_layers"],
+        num_attention_heads=arch["num_heads"],
+        num_key_value_heads=arch["num_kv_heads"],
         max_position_embeddings=arch["max_position_embeddings"],
-        tie_word_embeddings=arch.get("tie_embeddings", True), use_cache=False,
-        pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        tie_word_embeddings=arch.get("tie_embeddings", True),
+        use_cache=False,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
     )
     if family == "gemma3":
         from transformers import Gemma3TextConfig
@@ -58,18 +64,26 @@ def hf_config(arch: dict[str, Any], attention: str):
             "sliding_attention": {"rope_type": "default", "rope_theta": arch.get("rope_local_theta", 1e4)},
         }
         config = Gemma3TextConfig(
-            **common, head_dim=arch["head_dim"], sliding_window=arch.get("sliding_window", 512),
-            query_pre_attn_scalar=arch.get("query_pre_attn_scalar", arch["head_dim"]), rope_parameters=rope,
+            **common,
+            head_dim=arch["head_dim"],
+            sliding_window=arch.get("sliding_window", 512),
+            query_pre_attn_scalar=arch.get("query_pre_attn_scalar", arch["head_dim"]),
+            rope_parameters=rope,
         )
     elif family == "qwen2":
         from transformers import Qwen2Config
 
-        config = Qwen2Config(**common, rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 1e6)})
+        config = Qwen2Config(
+            **common, rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 1e6)}
+        )
     else:
         from transformers import LlamaConfig
 
-        config = LlamaConfig(**common, head_dim=arch.get("head_dim"),
-                             rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 5e5)})
+        config = LlamaConfig(
+            **common,
+            head_dim=arch.get("head_dim"),
+            rope_parameters={"rope_type": "default", "rope_theta": arch.get("rope_theta", 5e5)},
+        )
     config._attn_implementation = attention
     return config
 
@@ -82,7 +96,7 @@ def build_model(scenario) -> torch.nn.Module:
     torch.manual_seed(scenario.train.seed)
     if spec.init == "pretrained":
         model = AutoModelForCausalLM.from_pretrained(
-            spec.path, local_files_only=True, attn_implementation=spec.attention, dtype=torch.float32,
+            spec.path, local_files_only=True, attn_implementation=spec.attention, dtype=torch.float32
         )
     else:
         model = AutoModelForCausalLM.from_config(hf_config(spec.architecture(), spec.attention), dtype=torch.float32)
@@ -98,8 +112,13 @@ def apply_lora(model: torch.nn.Module, scenario) -> torch.nn.Module:
 
     lora = scenario.train.lora
     torch.manual_seed(scenario.train.seed + 1)  # identical adapter init across backends
-    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                        target_modules=list(lora.target_modules), task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=lora.rank,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 
@@ -115,10 +134,15 @@ def model_facts(model: torch.nn.Module) -> ModelFacts:
         total += p.numel()
         trainable += p.numel() if p.requires_grad else 0
     return ModelFacts(
-        num_params=total, num_embedding_params=embedding.weight.numel(), num_trainable_params=trainable,
-        num_layers=config.num_hidden_layers, num_heads=config.num_attention_heads,
+        num_params=total,
+        num_embedding_params=embedding.weight.numel(),
+        num_trainable_params=trainable,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
         head_dim=getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-        hidden_size=config.hidden_size, vocab_size=config.vocab_size, architecture=architecture_of(config),
+        hidden_size=config.hidden_size,
+        vocab_size=config.vocab_size,
+        architecture=architecture_of(config),
     )
 
 
@@ -127,9 +151,12 @@ def architecture_of(config) -> dict[str, Any]:
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return {
-        "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size, "num_layers": config.num_hidden_layers,
-        "num_heads": config.num_attention_heads, "num_kv_heads": config.num_key_value_heads,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_layers": config.num_hidden_layers,
+        "num_heads": config.num_attention_heads,
+        "num_kv_heads": config.num_key_value_heads,
         "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
         "layer_windows": [window if kind == "sliding_attention" else None for kind in types],
     }
@@ -169,15 +196,21 @@ def optimizer_state_dtype(optimizer) -> str | None:
 
 def build_optimizer(model: torch.nn.Module, scenario):
     """The scenario's optimizer over trainable parameters (the plan sets its lr)."""
-    opt, train = scenario.train.optimizer, scenario.train
+    opt = scenario.train.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
     if opt.name == "adamw":
         optimizer = torch.optim.AdamW(params, lr=opt.lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
     elif opt.name == "adafactor":
         from transformers.optimization import Adafactor
 
-        optimizer = Adafactor(params, lr=opt.lr, scale_parameter=False, relative_step=False,
-                              warmup_init=False, weight_decay=opt.weight_decay)
+        optimizer = Adafactor(
+            params,
+            lr=opt.lr,
+            scale_parameter=False,
+            relative_step=False,
+            warmup_init=False,
+            weight_decay=opt.weight_decay,
+        )
     else:
         optimizer = torch.optim.SGD(params, lr=opt.lr, weight_decay=opt.weight_decay)
     return optimizer
@@ -217,6 +250,5 @@ def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     the [rows, length, vocab] logits would copy the largest tensor of the step."""
     shifted = F.pad(labels, (0, 1), value=IGNORE_INDEX)[:, 1:]
     return F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)), shifted.reshape(-1),
-        ignore_index=IGNORE_INDEX, reduction="sum",
+        logits.float().reshape(-1, logits.size(-1)), shifted.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
     )

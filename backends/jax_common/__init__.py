@@ -106,13 +106,17 @@ def _update_rule(opt, learning_rate) -> Any:
     import optax
 
     if opt.name == "adafactor":
-        return optax.adafactor(learning_rate, decay_rate=0.8, multiply_by_parameter_scale=False,
-                               clipping_threshold=1.0, weight_decay_rate=opt.weight_decay)
+        return optax.adafactor(
+            learning_rate,
+            decay_rate=0.8,
+            multiply_by_parameter_scale=False,
+            clipping_threshold=1.0,
+            weight_decay_rate=opt.weight_decay,
+        )
     if opt.name == "sgd":
         return optax.chain(optax.add_decayed_weights(opt.weight_decay), optax.sgd(learning_rate))
     if opt.name == "adamw":
-        return optax.adamw(learning_rate, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps,
-                           weight_decay=opt.weight_decay)
+        return optax.adamw(learning_rate, b1=opt.betas[0], b2=opt.betas[1], eps=opt.eps, weight_decay=opt.weight_decay)
     raise ValueError(f"train.optimizer.name: {opt.name!r} has no optax counterpart here")
 
 
@@ -185,7 +189,6 @@ class CompileCounter:
 
     def snapshot(self) -> CompileStats:
         return CompileStats(self.stats.count, self.stats.seconds)
-
 
 
 class JaxDeviceFacts:

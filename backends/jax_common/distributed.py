@@ -37,19 +37,21 @@ def initialize(plan) -> None:
     me = hosts.role(plan.hosts)
     if me.rank is None:
         if not jax_common.on_tpu_vm():
-            raise ValueError(f"parallel.hosts: {plan.hosts} hosts need {hosts.RANK_ENV} and {hosts.COORDINATOR_ENV} "
-                             "off a TPU slice (where JAX reads the slice's metadata itself)")
+            raise ValueError(
+                f"parallel.hosts: {plan.hosts} hosts need {hosts.RANK_ENV} and {hosts.COORDINATOR_ENV} "
+                "off a TPU slice (where JAX reads the slice's metadata itself)"
+            )
         jax.distributed.initialize()
     else:
         if not jax_common.on_tpu_vm():
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(coordinator_address=me.coordinator, num_processes=plan.hosts,
-                                   process_id=me.rank)
+        jax.distributed.initialize(coordinator_address=me.coordinator, num_processes=plan.hosts, process_id=me.rank)
     if jax.process_count() != plan.hosts:
         raise ValueError(f"parallel.hosts: {plan.hosts} planned, JAX's runtime joined {jax.process_count()} processes")
     if len(jax.local_devices()) != local_device_count(plan):
-        raise ValueError(f"parallel.devices: {local_device_count(plan)} per host planned, this host has "
-                         f"{len(jax.local_devices())}")
+        raise ValueError(
+            f"parallel.devices: {local_device_count(plan)} per host planned, this host has {len(jax.local_devices())}"
+        )
 
 
 def rows_to_devices(example: dict[str, Any], mesh, axes: tuple[str, ...]) -> dict[str, Any]:
@@ -57,7 +59,6 @@ def rows_to_devices(example: dict[str, Any], mesh, axes: tuple[str, ...]) -> dic
     process builds the same batch from the same data and seed, and transfers only the
     rows of its own (addressable) devices. Rows that do not divide the axes are
     refused rather than replicated."""
-    import jax
     from jax.sharding import NamedSharding, PartitionSpec
 
     sharding = NamedSharding(mesh, PartitionSpec(*axes))  # as Tunix's shard_input names it
@@ -105,9 +106,13 @@ def job_facts() -> dict[str, Any]:
     name = socket.gethostname().encode()[:64].ljust(64, b"\0")  # fixed width: gathered as bytes
     names = multihost_utils.process_allgather(np.frombuffer(name, dtype=np.uint8))
     per_process = [bytes(row).rstrip(b"\0").decode(errors="replace") for row in np.asarray(names).reshape(-1, 64)]
-    return {"process_index": jax.process_index(), "process_count": jax.process_count(),
-            "local_devices": len(jax.local_devices()), "per_process_host": per_process,
-            "pid": os.getpid()}
+    return {
+        "process_index": jax.process_index(),
+        "process_count": jax.process_count(),
+        "local_devices": len(jax.local_devices()),
+        "per_process_host": per_process,
+        "pid": os.getpid(),
+    }
 
 
 def accelerator(plan, devices) -> dict[str, Any]:
@@ -125,9 +130,9 @@ def accelerator(plan, devices) -> dict[str, Any]:
 def memory(devices):
     """Peak memory of every process: the devices' allocator stats where there are some
     (the addressable ones, gathered), else each process's peak RSS, gathered."""
-    from harness.backend import MemoryFacts
-
     import jax
+
+    from harness.backend import MemoryFacts
 
     mine = jax_common.memory([d for d in devices if d.process_index == jax.process_index()])
     per_process = [int(row[0]) for row in gather([float(mine.peak_bytes)])]

@@ -41,6 +41,7 @@ BACKEND_INFO = BackendInfo(
     priority=20,
     # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp. No fp16: Tunix's
     # trainer has no loss scaling, without which fp16 gradients underflow.
-    capabilities=Capabilities(axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True,
-                              precisions=("fp32", "bf16"), multi_host=True),
+    capabilities=Capabilities(
+        axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True, precisions=("fp32", "bf16"), multi_host=True
+    ),
 )

@@ -25,7 +25,7 @@ from typing import Any
 from backends import jax_common
 from backends.jax_common import distributed
 from harness.backend import Backend, ModelFacts, Probe, WorkLog
-from harness.loop import LoopResult, StepRecorder, WindowSample, recorder_for
+from harness.loop import LoopResult, WindowSample, recorder_for
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 
@@ -84,16 +84,21 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         if len(self.devices) != self.plan.devices:
             raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
-        config = tunix_model.tunix_config(tunix_model.scenario_architecture(self.scenario),
-                                          tunix_model.stored_dtype(self.plan), self.plan.gradient_checkpointing)
+        config = tunix_model.tunix_config(
+            tunix_model.scenario_architecture(self.scenario),
+            tunix_model.stored_dtype(self.plan),
+            self.plan.gradient_checkpointing,
+        )
         self._check_lora_targets(config)
         self.model = tunix_model.build(self.scenario, self.plan, config, self.mesh, self.options.lora_init)
         self.config = config
         self.compute_dtype = tunix_model.jnp_dtype(self.plan.precision.compute)
         made = tunix_model.logits_dtype(self.model, self.mesh, self.compute_dtype)
         if jax_common.dtype_name(made) != self.plan.precision.compute:
-            raise ValueError(f"train.precision: {self.plan.precision.name} computes in {self.plan.precision.compute}; "
-                             f"Tunix's Gemma 3 produced {jax_common.dtype_name(made)} logits")
+            raise ValueError(
+                f"train.precision: {self.plan.precision.name} computes in {self.plan.precision.compute}; "
+                f"Tunix's Gemma 3 produced {jax_common.dtype_name(made)} logits"
+            )
         return tunix_model.model_facts(self.model, self.config)
 
     def _mesh(self, devices: list):
@@ -119,7 +124,8 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
             raise ValueError(
                 f"train.lora.target_modules: {', '.join(self.fused_targets)} share one fused einsum in Tunix's "
                 "Gemma 3 (one LoRA, its A shared), not peft's separate adapters; drop them, or set "
-                "backend_options.jax-tunix.fuse_kv_lora: true to train the fused adapter instead")
+                "backend_options.jax-tunix.fuse_kv_lora: true to train the fused adapter instead"
+            )
 
     # ------------------------------------------------------------------ steps
     def run(self) -> LoopResult:
@@ -128,8 +134,11 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         plan = self.plan
         batches = self.batches.steps[: plan.total_steps]
         self.trainer = tunix_trainer.new_trainer(
-            self.model, jax_common.optax_optimizer(self.scenario.train, plan.lr), max_steps=len(batches),
-            accumulation=plan.accumulation, max_inflight=self.options.max_inflight_steps,
+            self.model,
+            jax_common.optax_optimizer(self.scenario.train, plan.lr),
+            max_steps=len(batches),
+            accumulation=plan.accumulation,
+            max_inflight=self.options.max_inflight_steps,
             compute_dtype=self.compute_dtype,
         )
         feed = TrainerFeed(self, batches, measured=plan.steps)
@@ -176,8 +185,9 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
 
         if self.trainer is None or not self.trainer.micro_losses:
             return
-        jax.block_until_ready((nnx.state(self.trainer.model), nnx.state(self.trainer.optimizer),
-                               self.trainer.micro_losses[-1]))
+        jax.block_until_ready(
+            (nnx.state(self.trainer.model), nnx.state(self.trainer.optimizer), self.trainer.micro_losses[-1])
+        )
 
     def loss_value(self, loss) -> float:
         """A step's loss: the mean of its micro-batches' scaled sums (see trainer.py)."""
@@ -195,12 +205,15 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         dtypes = {**parameter_dtypes(self.model), "optimizer_state": self._optimizer_state_dtype()}
         if "compute" in self.trainer.seen:
             dtypes["compute"] = jax_common.dtype_name(self.trainer.seen["compute"])
-        done = {"dtypes": {k: v for k, v in dtypes.items() if v},
-                "distinct_row_shards": min(self.row_shards) if self.row_shards else 0}
+        done = {
+            "dtypes": {k: v for k, v in dtypes.items() if v},
+            "distinct_row_shards": min(self.row_shards) if self.row_shards else 0,
+        }
         if self.fused_targets:
             done["trainable_params_deviation"] = (
                 f"backend_options.jax-tunix.fuse_kv_lora: {', '.join(self.fused_targets)} trained as Tunix's fused "
-                "einsum with one shared LoRA A, not peft's separate adapters: fewer trainable parameters")
+                "einsum with one shared LoRA A, not peft's separate adapters: fewer trainable parameters"
+            )
         return done
 
     def _optimizer_state_dtype(self) -> str:
@@ -210,8 +223,11 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         from flax import nnx
 
         state = nnx.state(self.trainer.optimizer, nnx.optimizer.OptState)
-        return "+".join(sorted({jax_common.dtype_name(a.dtype) for a in jax.tree.leaves(state)
-                                if hasattr(a, "dtype") and a.ndim > 0}))
+        return "+".join(
+            sorted(
+                {jax_common.dtype_name(a.dtype) for a in jax.tree.leaves(state) if hasattr(a, "dtype") and a.ndim > 0}
+            )
+        )
 
     def accelerator(self) -> dict[str, Any]:
         if self.plan.hosts > 1:
@@ -233,12 +249,16 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         from backends.jax_tunix.model import sharding_facts
 
         job = distributed.job_facts() if self.plan.hosts > 1 else {}
-        return {**job, "mesh": dict(self.mesh.shape), **sharding_facts(self.model),
-                "grad_accumulation": self.plan.accumulation,
-                "max_inflight_steps": self.options.max_inflight_steps,
-                "dispatch_s": getattr(self, "dispatch_s", []),
-                "distinct_row_shards_seen": sorted(self.row_shards),
-                "other_compiles": self.compiles.other}
+        return {
+            **job,
+            "mesh": dict(self.mesh.shape),
+            **sharding_facts(self.model),
+            "grad_accumulation": self.plan.accumulation,
+            "max_inflight_steps": self.options.max_inflight_steps,
+            "dispatch_s": getattr(self, "dispatch_s", []),
+            "distinct_row_shards_seen": sorted(self.row_shards),
+            "other_compiles": self.compiles.other,
+        }
 
     def versions(self) -> dict[str, str]:
         import flax
@@ -247,21 +267,32 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         import optax
         import qwix
 
-        return {"python": sys.version.split()[0], "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                "flax": flax.__version__, "optax": optax.__version__,
-                "tunix": metadata.version("google-tunix"), "qwix": getattr(qwix, "__version__", metadata.version("qwix"))}
+        return {
+            "python": sys.version.split()[0],
+            "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "flax": flax.__version__,
+            "optax": optax.__version__,
+            "tunix": metadata.version("google-tunix"),
+            "qwix": getattr(qwix, "__version__", metadata.version("qwix")),
+        }
 
     def notes(self) -> list[str]:
         mesh = dict(self.mesh.shape)
-        notes = [f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of "
-                 f"{len(self.devices)} {self.devices[0].platform} device(s)",
-                 "random weights from Tunix's own initialiser: not the same numbers as the PyTorch backends' init"
-                 if self.scenario.model.init == "random" else f"weights loaded from {self.scenario.model.path}"]
+        notes = [
+            f"Tunix PeftTrainer on a {mesh['fsdp']} x {mesh['tp']} (fsdp x tp) mesh of "
+            f"{len(self.devices)} {self.devices[0].platform} device(s)",
+            "random weights from Tunix's own initialiser: not the same numbers as the PyTorch backends' init"
+            if self.scenario.model.init == "random"
+            else f"weights loaded from {self.scenario.model.path}",
+        ]
         if self.options.lora_init:
             notes.append(f"LoRA weights started from the peft adapter in {self.options.lora_init}")
         if self.fused_targets:
-            notes.append(f"fuse_kv_lora: {', '.join(self.fused_targets)} map to Tunix's fused einsum: one LoRA on "
-                         "them (A shared), so fewer trainable parameters than peft's separate adapters")
+            notes.append(
+                f"fuse_kv_lora: {', '.join(self.fused_targets)} map to Tunix's fused einsum: one LoRA on "
+                "them (A shared), so fewer trainable parameters than peft's separate adapters"
+            )
         return notes
 
 
@@ -322,14 +353,16 @@ class TrainerFeed:
         start, compiles, first = self.window_begun
         elapsed = time.perf_counter() - start
         done, _ = self.backend.work.take()
-        window = self.batches[self.measured:]
+        window = self.batches[self.measured :]
         losses = self.backend.trainer.micro_losses[first:]
         per_step = len(window[0].micro_batches)
         self.window = WindowSample(
-            num_steps=len(window), time_s=elapsed,
-            tokens_real=sum(b.tokens_real for b in window), tokens_padded=sum(b.tokens_padded for b in window),
+            num_steps=len(window),
+            time_s=elapsed,
+            tokens_real=sum(b.tokens_real for b in window),
+            tokens_padded=sum(b.tokens_padded for b in window),
             num_compiles=self.backend.compile_stats().count - compiles,
-            losses=[self.backend.loss_value(losses[i:i + per_step]) for i in range(0, len(losses), per_step)],
+            losses=[self.backend.loss_value(losses[i : i + per_step]) for i in range(0, len(losses), per_step)],
             done=done,
         )
 

@@ -38,10 +38,15 @@ def architecture_from_hf_config(config: dict[str, Any]) -> dict[str, Any]:
     text = config.get("text_config", config)
     rope = text.get("rope_parameters") or {}
     return dict(
-        family="gemma3", vocab_size=text["vocab_size"], hidden_size=text["hidden_size"],
-        intermediate_size=text["intermediate_size"], num_layers=text["num_hidden_layers"],
-        num_heads=text["num_attention_heads"], num_kv_heads=text["num_key_value_heads"],
-        head_dim=text["head_dim"], sliding_window=text.get("sliding_window"),
+        family="gemma3",
+        vocab_size=text["vocab_size"],
+        hidden_size=text["hidden_size"],
+        intermediate_size=text["intermediate_size"],
+        num_layers=text["num_hidden_layers"],
+        num_heads=text["num_attention_heads"],
+        num_kv_heads=text["num_key_value_heads"],
+        head_dim=text["head_dim"],
+        sliding_window=text.get("sliding_window"),
         query_pre_attn_scalar=text.get("query_pre_attn_scalar", text["head_dim"]),
         rope_theta=rope.get("full_attention", {}).get("rope_theta", text.get("rope_theta", 1e6)),
         rope_local_theta=rope.get("sliding_attention", {}).get("rope_theta", text.get("rope_local_base_freq", 1e4)),
@@ -87,9 +92,14 @@ def tunix_config(arch: dict[str, Any], param_dtype: str, remat: bool):
     else:
         raise ModelConfigError(f"model.arch.query_pre_attn_scalar: {scalar} is neither head_dim nor hidden/heads")
     return gemma3.ModelConfig(
-        num_layers=arch["num_layers"], num_embed=arch["vocab_size"], embed_dim=arch["hidden_size"],
-        hidden_dim=arch["intermediate_size"], num_heads=arch["num_heads"], head_dim=arch["head_dim"],
-        num_kv_heads=arch["num_kv_heads"], sliding_window_size=arch.get("sliding_window"),
+        num_layers=arch["num_layers"],
+        num_embed=arch["vocab_size"],
+        embed_dim=arch["hidden_size"],
+        hidden_dim=arch["intermediate_size"],
+        num_heads=arch["num_heads"],
+        head_dim=arch["head_dim"],
+        num_kv_heads=arch["num_kv_heads"],
+        sliding_window_size=arch.get("sliding_window"),
         local_base_frequency=int(arch.get("rope_local_theta", 1e4)),
         global_base_frequency=int(arch.get("rope_theta", 1e6)),
         query_pre_attn_norm=query_norm,
@@ -108,7 +118,9 @@ def lora_module_pattern(targets: tuple[str, ...], fused_qkv: bool) -> str:
             names.append(target)
         else:
             known = ", ".join(sorted({*ATTENTION_TARGETS, *TUNIX_NAMES}))
-            raise ModelConfigError(f"train.lora.target_modules: {target!r} has no Tunix Gemma 3 module (known: {known})")
+            raise ModelConfigError(
+                f"train.lora.target_modules: {target!r} has no Tunix Gemma 3 module (known: {known})"
+            )
     return "|".join(f".*{name}" for name in sorted(set(names)))
 
 
@@ -136,8 +148,9 @@ def build(scenario, plan, config, mesh, lora_init: str | None = None):
     if scenario.model.init == "pretrained":
         from tunix.models.gemma3 import params_safetensors
 
-        model = params_safetensors.create_model_from_safe_tensors(scenario.model.path, config, mesh=mesh,
-                                                                  dtype=config.param_dtype)
+        model = params_safetensors.create_model_from_safe_tensors(
+            scenario.model.path, config, mesh=mesh, dtype=config.param_dtype
+        )
     else:
         model = random_model(gemma3.Gemma3, config, mesh, config.param_dtype, scenario.train.seed)
     if plan.method == "lora":
@@ -187,7 +200,9 @@ def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None):
     lora = train.lora
     provider = qwix.LoraProvider(
         module_path=lora_module_pattern(lora.target_modules, config.num_heads == config.num_kv_heads),
-        rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout,
+        rank=lora.rank,
+        alpha=lora.alpha,
+        dropout=lora.dropout,
     )
     with mesh:  # qwix traces the model once to find the modules; it needs the mesh
         model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(train.seed + 1), **sample_input(model, mesh))
@@ -225,16 +240,19 @@ def load_peft_adapter(model, directory: Path, lora) -> None:
 
     config = json.loads((directory / "adapter_config.json").read_text())
     if (config.get("r"), config.get("lora_alpha")) != (lora.rank, lora.alpha):
-        raise ModelConfigError(f"{LORA_INIT_FIELD}: the adapter has rank {config.get('r')}, alpha "
-                               f"{config.get('lora_alpha')}; the run has {lora.rank}, {lora.alpha} (train.lora)")
+        raise ModelConfigError(
+            f"{LORA_INIT_FIELD}: the adapter has rank {config.get('r')}, alpha "
+            f"{config.get('lora_alpha')}; the run has {lora.rank}, {lora.alpha} (train.lora)"
+        )
     state = nnx.state(model, nnx.LoRAParam)
     wanted = {path for path, _ in nnx.to_flat_state(state)}
     loaded = set()
     for key, value in load_file(directory / "adapter_model.safetensors").items():
         path = _tunix_lora_path(key)
         if path not in wanted:
-            raise ModelConfigError(f"{LORA_INIT_FIELD}: {key} has no LoRA weight in this run "
-                                   "(train.lora.target_modules)")
+            raise ModelConfigError(
+                f"{LORA_INIT_FIELD}: {key} has no LoRA weight in this run (train.lora.target_modules)"
+            )
         variable = _state_at(state, path)
         variable.value = value.T.reshape(variable.value.shape).astype(variable.value.dtype)
         loaded.add(path)
@@ -248,8 +266,10 @@ def _tunix_lora_path(key: str) -> tuple:
     """The qwix LoRA weight's path in the Tunix model for a peft adapter key."""
     match = _PEFT_KEY.search(key)
     if not match or (match[2], match[3]) not in PEFT_LORA_WEIGHTS:
-        raise ModelConfigError(f"{LORA_INIT_FIELD}: {key} is not a LoRA weight Tunix trains on its own "
-                               f"(it has {', '.join(m for _, m in PEFT_LORA_WEIGHTS)})")
+        raise ModelConfigError(
+            f"{LORA_INIT_FIELD}: {key} is not a LoRA weight Tunix trains on its own "
+            f"(it has {', '.join(m for _, m in PEFT_LORA_WEIGHTS)})"
+        )
     block, module, weight = PEFT_LORA_WEIGHTS[(match[2], match[3])]
     return ("layers", int(match[1]), block, module, f"{weight}_lora_{match[4].lower()}")
 
@@ -286,7 +306,8 @@ def logits_dtype(model, mesh, dtype) -> Any:
 
     def forward(state):
         logits, _ = in_compute_dtype(nnx.merge(graphdef, state), dtype)(
-            sample["last_tokens"], sample["positions"], None, sample["attention_mask"])
+            sample["last_tokens"], sample["positions"], None, sample["attention_mask"]
+        )
         return logits
 
     with mesh:
@@ -300,9 +321,12 @@ def sample_input(model, mesh) -> dict[str, Any]:
 
     rows = mesh.shape["fsdp"]
     sample = model.get_model_input()
-    return {**sample,
-            "last_tokens": jnp.ones((rows, 1), jnp.int32), "positions": jnp.zeros((rows, 1), jnp.int32),
-            "attention_mask": jnp.ones((rows, 1, 1), jnp.bool_)}
+    return {
+        **sample,
+        "last_tokens": jnp.ones((rows, 1), jnp.int32),
+        "positions": jnp.zeros((rows, 1), jnp.int32),
+        "attention_mask": jnp.ones((rows, 1, 1), jnp.bool_),
+    }
 
 
 def parameter_dtypes(model) -> dict[str, str]:
@@ -316,8 +340,10 @@ def parameter_dtypes(model) -> dict[str, str]:
         return "+".join(sorted({dtype_name(a.dtype) for a in _arrays(nnx.state(model, kind))}))
 
     if names(nnx.LoRAParam):
-        return {"frozen_params": names(nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))),
-                "trainable_params": names(nnx.LoRAParam)}
+        return {
+            "frozen_params": names(nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))),
+            "trainable_params": names(nnx.LoRAParam),
+        }
     return {"trainable_params": names(nnx.Param)}
 
 
@@ -331,10 +357,15 @@ def model_facts(model, config) -> ModelFacts:
     frozen, trainable = count(nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))), count(nnx.LoRAParam)
     lora = trainable > 0
     return ModelFacts(
-        num_params=frozen + trainable, num_embedding_params=config.num_embed * config.embed_dim,
-        num_trainable_params=trainable if lora else frozen, num_layers=config.num_layers,
-        num_heads=config.num_heads, head_dim=config.head_dim, hidden_size=config.embed_dim,
-        vocab_size=config.num_embed, architecture=architecture_built(model, config),
+        num_params=frozen + trainable,
+        num_embedding_params=config.num_embed * config.embed_dim,
+        num_trainable_params=trainable if lora else frozen,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        head_dim=config.head_dim,
+        hidden_size=config.embed_dim,
+        vocab_size=config.num_embed,
+        architecture=architecture_built(model, config),
     )
 
 
@@ -345,11 +376,17 @@ def architecture_built(model, config) -> dict[str, Any]:
     from tunix.models.gemma3.model import AttentionType
 
     return {
-        "vocab_size": config.num_embed, "hidden_size": config.embed_dim, "intermediate_size": config.hidden_dim,
-        "num_layers": config.num_layers, "num_heads": config.num_heads, "num_kv_heads": config.num_kv_heads,
+        "vocab_size": config.num_embed,
+        "hidden_size": config.embed_dim,
+        "intermediate_size": config.hidden_dim,
+        "num_layers": config.num_layers,
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_kv_heads,
         "head_dim": config.head_dim,
-        "layer_windows": [config.sliding_window_size if layer.attn.attn_type == AttentionType.LOCAL_SLIDING else None
-                          for layer in model.layers],
+        "layer_windows": [
+            config.sliding_window_size if layer.attn.attn_type == AttentionType.LOCAL_SLIDING else None
+            for layer in model.layers
+        ],
     }
 
 

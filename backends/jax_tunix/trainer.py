@@ -45,8 +45,9 @@ def step_loss_fn(compute_dtype, seen: dict[str, Any]) -> Callable:
         logits' dtype when the step is traced: what the model's matmuls produced."""
         logits, _ = in_compute_dtype(model, compute_dtype)(input_tokens, positions, None, attention_mask)
         seen["compute"] = logits.dtype
-        losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1].astype(jnp.float32),
-                                                                 input_tokens[:, 1:])
+        losses = optax.softmax_cross_entropy_with_integer_labels(
+            logits[:, :-1].astype(jnp.float32), input_tokens[:, 1:]
+        )
         loss = jnp.sum(jnp.sum(losses * input_mask[:, 1:], axis=1) * loss_scale)
         return loss, jax.lax.stop_gradient(loss)
 
@@ -56,20 +57,25 @@ def step_loss_fn(compute_dtype, seen: dict[str, Any]) -> Callable:
 def model_input(batch: dict[str, Any]) -> dict[str, Any]:
     """Positions and the causal attention mask from the padding mask, inside the step."""
     valid = batch["attention_mask"]
-    return {"input_tokens": batch["input_tokens"], "input_mask": batch["input_mask"],
-            "positions": sft_utils.build_positions_from_mask(valid),
-            "attention_mask": sft_utils.make_causal_attn_mask(valid),
-            "loss_scale": batch["loss_scale"]}
+    return {
+        "input_tokens": batch["input_tokens"],
+        "input_mask": batch["input_mask"],
+        "positions": sft_utils.build_positions_from_mask(valid),
+        "attention_mask": sft_utils.make_causal_attn_mask(valid),
+        "loss_scale": batch["loss_scale"],
+    }
 
 
 def trainer_input(micro, loss_scale: float) -> dict[str, np.ndarray]:
     """A harness micro-batch as Tunix's trainer takes it: host arrays with one entry per
     row, the loss scale included, so that every array splits over the rows alike."""
     rows = micro.input_ids.shape[0]
-    return {"input_tokens": micro.input_ids.astype(np.int32),
-            "input_mask": micro.labels != -100,
-            "attention_mask": micro.attention_mask.astype(bool),
-            "loss_scale": np.full(rows, loss_scale, dtype=np.float32)}
+    return {
+        "input_tokens": micro.input_ids.astype(np.int32),
+        "input_mask": micro.labels != -100,
+        "attention_mask": micro.attention_mask.astype(bool),
+        "loss_scale": np.full(rows, loss_scale, dtype=np.float32),
+    }
 
 
 def shard_rows(example: dict[str, np.ndarray], axes: tuple[str, ...]) -> dict[str, jax.Array]:
@@ -110,12 +116,16 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
         self.micro_losses.append(aux)
 
 
-def new_trainer(model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int,
-                compute_dtype) -> ObservedPeftTrainer:
+def new_trainer(
+    model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int, compute_dtype
+) -> ObservedPeftTrainer:
     config = peft_trainer.TrainingConfig(
-        eval_every_n_steps=max_steps + 1, max_steps=max_steps,
+        eval_every_n_steps=max_steps + 1,
+        max_steps=max_steps,
         # None rather than 1: Tunix would wrap the optimizer in a one-step MultiSteps.
         gradient_accumulation_steps=accumulation if accumulation > 1 else None,
-        max_inflight_computations=max_inflight, data_sharding_axis=("fsdp",), pbar_description=None,
+        max_inflight_computations=max_inflight,
+        data_sharding_axis=("fsdp",),
+        pbar_description=None,
     )
     return ObservedPeftTrainer(model, optimizer, config, compute_dtype=compute_dtype)

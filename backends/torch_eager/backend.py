@@ -11,8 +11,18 @@ from typing import Any
 import torch
 
 from backends.hf_common.model import (
-    DTYPES, PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, cuda_versions, dtype_name, model_facts,
-    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
+    DTYPES,
+    PlannedSteps,
+    apply_lora,
+    build_model,
+    build_optimizer,
+    cast_to_plan,
+    cuda_versions,
+    dtype_name,
+    model_facts,
+    optimizer_state_dtype,
+    parameter_dtypes,
+    token_loss_sum,
 )
 from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
@@ -64,8 +74,10 @@ class TorchBackend(Backend):
         normaliser = max(batch.num_loss_tokens, 1)
         total = torch.zeros((), device=self.device)
         for micro in batch.micro_batches:
-            ids, mask, labels = (torch.from_numpy(a).to(self.device, non_blocking=True)
-                                 for a in (micro.input_ids, micro.attention_mask, micro.labels))
+            ids, mask, labels = (
+                torch.from_numpy(a).to(self.device, non_blocking=True)
+                for a in (micro.input_ids, micro.attention_mask, micro.labels)
+            )
             self.work.fed(micro.attention_mask)
             with self._autocast():
                 logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
@@ -84,8 +96,9 @@ class TorchBackend(Backend):
         self.steps.set_lr()
         self.scaler.unscale_(self.optimizer)
         if self.scenario.train.grad_clip:
-            torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
-                                           self.scenario.train.grad_clip)
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in self.model.parameters() if p.requires_grad], self.scenario.train.grad_clip
+            )
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
@@ -104,14 +117,20 @@ class TorchBackend(Backend):
         return float(loss.item())
 
     def done(self) -> dict[str, Any]:
-        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
-                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
+        dtypes = {
+            **parameter_dtypes(self.model),
+            "optimizer_state": optimizer_state_dtype(self.optimizer),
+            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
+        }
         return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": 1}
 
     def memory(self) -> MemoryFacts:
         if self.device.type == "cuda":
-            return MemoryFacts(torch.cuda.max_memory_allocated(self.device), "cuda_max_allocated",
-                               reserved_bytes=torch.cuda.max_memory_reserved(self.device))
+            return MemoryFacts(
+                torch.cuda.max_memory_allocated(self.device),
+                "cuda_max_allocated",
+                reserved_bytes=torch.cuda.max_memory_reserved(self.device),
+            )
         # ru_maxrss is KiB on Linux: the process's peak resident set, model build included.
         return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
 
@@ -125,8 +144,13 @@ class TorchBackend(Backend):
         import peft
         import transformers
 
-        found = {"python": sys.version.split()[0], "torch": torch.__version__,
-                 "transformers": transformers.__version__, "peft": peft.__version__, "numpy": numpy.__version__}
+        found = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "numpy": numpy.__version__,
+        }
         if self.device.type == "cuda":
             found.update(cuda_versions())
         return found

@@ -60,24 +60,45 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
         records.append(record)
         if not record.warmup:
             events.emit("request", index=index, total=spec.num_requests, error=record.error)
-    return {"requests": [r.to_json() for r in records],
-            "server": {"engine": "transformers generate (in process)", "model": scenario.model.preset or scenario.model.path},
-            "accelerator": {"kind": device.type, "count": 1,
-                            "name": torch.cuda.get_device_name(0) if device.type == "cuda" else cpu_name()},
-            "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__}}
+    return {
+        "requests": [r.to_json() for r in records],
+        "server": {
+            "engine": "transformers generate (in process)",
+            "model": scenario.model.preset or scenario.model.path,
+        },
+        "accelerator": {
+            "kind": device.type,
+            "count": 1,
+            "name": torch.cuda.get_device_name(0) if device.type == "cuda" else cpu_name(),
+        },
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+    }
 
 
 @torch.no_grad()
-def _generate(model, handle, prompt: dict[str, Any], spec, record: RequestRecord, origin: float, device,
-              arrival: float | None = None) -> None:
+def _generate(
+    model,
+    handle,
+    prompt: dict[str, Any],
+    spec,
+    record: RequestRecord,
+    origin: float,
+    device,
+    arrival: float | None = None,
+) -> None:
     ids = ([handle.bos_id] if handle.bos_id is not None else []) + handle.encode(prompt["text"])
     length = prompt["output_tokens"]
     input_ids = torch.tensor([ids], device=device)
     record.sent_s = (arrival if arrival is not None else time.perf_counter()) - origin
     out = model.generate(
-        input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=length,
-        min_new_tokens=length if spec.force_output_length else None, do_sample=False,
-        streamer=TokenClock(origin, record), pad_token_id=handle.pad_id, eos_token_id=handle.eos_id,
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        max_new_tokens=length,
+        min_new_tokens=length if spec.force_output_length else None,
+        do_sample=False,
+        streamer=TokenClock(origin, record),
+        pad_token_id=handle.pad_id,
+        eos_token_id=handle.eos_id,
     )
     if device.type == "cuda":
         torch.cuda.synchronize()

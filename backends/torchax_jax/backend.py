@@ -94,13 +94,17 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         it cannot compute in another dtype. JAX differentiates the step, so torch's
         activation checkpointing would do nothing: asked for, it is refused, not ignored."""
         if self.plan.gradient_checkpointing:
-            raise ValueError("train.gradient_checkpointing: torchax here recomputes no activations "
-                             "(JAX differentiates the step; torch's checkpointing does not apply); set it false")
+            raise ValueError(
+                "train.gradient_checkpointing: torchax here recomputes no activations "
+                "(JAX differentiates the step; torch's checkpointing does not apply); set it false"
+            )
         precision = self.plan.precision
         if self.plan.method == "full" and precision.compute != precision.trainable_params:
-            raise ValueError(f"train.precision: {precision.name} needs {precision.compute} compute over "
-                             f"{precision.trainable_params} trained weights; the torchax step has no autocast "
-                             f"(use fp32, or LoRA)")
+            raise ValueError(
+                f"train.precision: {precision.name} needs {precision.compute} compute over "
+                f"{precision.trainable_params} trained weights; the torchax step has no autocast "
+                f"(use fp32, or LoRA)"
+            )
 
     def _listen_for_compiles(self) -> None:
         self.compiles = jax_common.CompileCounter(GRAD_NAME, APPLY_NAME)
@@ -111,8 +115,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
 
         found = jax.devices()
         if len(found) < self.plan.devices:
-            raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(found)} "
-                             f"({found[0].platform}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r})")
+            raise ValueError(
+                f"parallel.devices: {self.plan.devices} planned, JAX sees {len(found)} "
+                f"({found[0].platform}; XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r})"
+            )
         return found[: self.plan.devices]
 
     def _mesh(self):
@@ -197,8 +203,11 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         """Torch side (torchax tensors): sum of the token losses over the step's loss
         tokens, so the micro-batches of a step add up to the torch backend's loss."""
         logits = torch.func.functional_call(
-            self.model, {**weights, **buffers}, args=(),
-            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False}).logits
+            self.model,
+            {**weights, **buffers},
+            args=(),
+            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False},
+        ).logits
         self.compute_dtype = logits.dtype  # static: recorded while jit traces
         return token_loss_sum(logits, labels) / normaliser
 
@@ -219,8 +228,12 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
             zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
             return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
 
-        out = (self._shardings(self.weights), self._shardings(self.opt_state), self._shardings(self.carry),
-               self._sharding())
+        out = (
+            self._shardings(self.weights),
+            self._shardings(self.opt_state),
+            self._shardings(self.carry),
+            self._sharding(),
+        )
         return jax.jit(bench_apply_step, donate_argnums=(0, 1, 2), out_shardings=out)
 
     # ------------------------------------------------------------------ steps
@@ -299,9 +312,15 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     def extra_facts(self) -> dict[str, Any]:
         specs = [str(a.sharding.spec) for a in [*self.weights.values(), *self.buffers.values()]]
         job = distributed.job_facts() if self.plan.hosts > 1 else {}
-        return {**job, "devices": len(self.devices), "mesh": dict(self.mesh.shape), "num_params_total": len(specs),
-                "num_params_sharded": sum("fsdp" in s for s in specs), "shardings": sorted(set(specs)),
-                "other_compiles": self.compiles.other}
+        return {
+            **job,
+            "devices": len(self.devices),
+            "mesh": dict(self.mesh.shape),
+            "num_params_total": len(specs),
+            "num_params_sharded": sum("fsdp" in s for s in specs),
+            "shardings": sorted(set(specs)),
+            "other_compiles": self.compiles.other,
+        }
 
     def versions(self) -> dict[str, str]:
         import jax
@@ -310,9 +329,15 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         import torchax
         import transformers
 
-        return {"python": sys.version.split()[0], "torch": torch.__version__, "torchax": torchax.__version__,
-                "jax": jax.__version__, "optax": optax.__version__, "transformers": transformers.__version__,
-                "peft": peft.__version__}
+        return {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "torchax": torchax.__version__,
+            "jax": jax.__version__,
+            "optax": optax.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        }
 
 
 def _joined(dtypes) -> str | None:

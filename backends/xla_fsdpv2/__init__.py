@@ -36,9 +36,12 @@ BACKEND_INFO = BackendInfo(
     # its rows through the input sharding), which nothing here runs or checks; the CPU
     # PJRT client has no multi-process SPMD to try it on.
     capabilities=Capabilities(
-        axes=("fsdp",), max_devices=None, cpu_devices=True,
+        axes=("fsdp",),
+        max_devices=None,
+        cpu_devices=True,
         single_host_why="xla-fsdpv2 runs on one host in this version: torch_xla SPMD over several hosts needs a "
-                        "TPU slice's runtime (a mesh over xr.global_runtime_device_count(), rows loaded per host "
-                        "through the input sharding, one record from process 0), not implemented or tested here "
-                        "(CPU PJRT has no multi-process SPMD); use jax-tunix or torchax across hosts"),
+        "TPU slice's runtime (a mesh over xr.global_runtime_device_count(), rows loaded per host "
+        "through the input sharding, one record from process 0), not implemented or tested here "
+        "(CPU PJRT has no multi-process SPMD); use jax-tunix or torchax across hosts",
+    ),
 )

@@ -26,8 +26,16 @@ import numpy as np
 import torch
 
 from backends.hf_common.model import (
-    PlannedSteps, apply_lora, build_model, build_optimizer, cast_to_plan, dtype_name, model_facts,
-    optimizer_state_dtype, parameter_dtypes, token_loss_sum,
+    PlannedSteps,
+    apply_lora,
+    build_model,
+    build_optimizer,
+    cast_to_plan,
+    dtype_name,
+    model_facts,
+    optimizer_state_dtype,
+    parameter_dtypes,
+    token_loss_sum,
 )
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
@@ -64,8 +72,9 @@ class XlaBackend(Backend):
 
         kind = "tpu" if os.environ["PJRT_DEVICE"] == "TPU" else "cpu"
         name = os.environ.get("TPU_ACCELERATOR_TYPE", "TPU") if kind == "tpu" else cpu_name()
-        return Probe(True, "" if kind == "tpu" else "no TPU: the CPU PJRT device", kind, name,
-                     xr.global_runtime_device_count())
+        return Probe(
+            True, "" if kind == "tpu" else "no TPU: the CPU PJRT device", kind, name, xr.global_runtime_device_count()
+        )
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
@@ -81,8 +90,10 @@ class XlaBackend(Backend):
         self.mesh = self._mesh(xr.global_runtime_device_count(), xs)
         model = apply_lora(build_model(self.scenario), self.scenario)
         if self.plan.method == "full" and self.plan.precision.compute != self.plan.precision.trainable_params:
-            raise ValueError(f"train.precision: {self.plan.precision.name} for a full fine-tune needs autocast over "
-                             "fp32 master weights, which this backend does not run; use fp32 or LoRA")
+            raise ValueError(
+                f"train.precision: {self.plan.precision.name} for a full fine-tune needs autocast over "
+                "fp32 master weights, which this backend does not run; use fp32 or LoRA"
+            )
         model = self._wrap(cast_to_plan(model, self.plan.precision).to(self.device), xs)
         self.model = model
         self.optimizer = build_optimizer(model, self.scenario)
@@ -108,8 +119,8 @@ class XlaBackend(Backend):
     def _wrap(self, model: torch.nn.Module, xs) -> torch.nn.Module:
         """FSDPv2 around every decoder layer (checkpointed through the wrapper if asked),
         then the root; the logits are sharded along the batch."""
-        from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy
         from torch_xla.distributed.fsdp import checkpoint_module
+        from torch_xla.distributed.fsdp.wrap import transformer_auto_wrap_policy
         from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
 
         layer_classes = {type(m) for m in model.modules() if type(m).__name__.endswith("DecoderLayer")}
@@ -122,8 +133,9 @@ class XlaBackend(Backend):
         wrapper = None
         if self.plan.gradient_checkpointing:
             wrapper = lambda m, *a, **k: FSDPv2(checkpoint_module(m), *a, **k)  # noqa: E731
-        return FSDPv2(model, mesh=self.mesh, shard_output=shard_output, auto_wrap_policy=policy,
-                      auto_wrapper_callable=wrapper)
+        return FSDPv2(
+            model, mesh=self.mesh, shard_output=shard_output, auto_wrap_policy=policy, auto_wrapper_callable=wrapper
+        )
 
     # ------------------------------------------------------------------ steps
     def train_step(self, batch) -> torch.Tensor:
@@ -201,27 +213,37 @@ class XlaBackend(Backend):
         return {"persistent": False, "what": "torch_xla persistent cache (initialize_cache not called)"}
 
     def done(self) -> dict[str, Any]:
-        dtypes = {**parameter_dtypes(self.model), "optimizer_state": optimizer_state_dtype(self.optimizer),
-                  "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None}
+        dtypes = {
+            **parameter_dtypes(self.model),
+            "optimizer_state": optimizer_state_dtype(self.optimizer),
+            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
+        }
         return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": self.row_split}
 
     def extra_facts(self) -> dict[str, Any]:
         import torch_xla
 
         specs = [torch_xla._XLAC._get_xla_sharding_spec(p) for p in self.model.parameters()]
-        return {"mesh": {"fsdp": self.fsdp_size, "tensor": 1},
-                "num_params_total": len(specs),
-                # FSDPv2 splits each parameter along its largest dim: [4,1], [1,4] or [4].
-                "num_params_sharded_on_fsdp": sum(s.startswith("{devices=[") and "replicated" not in s for s in specs),
-                "sharding_specs": sorted(set(specs))[:8]}
+        return {
+            "mesh": {"fsdp": self.fsdp_size, "tensor": 1},
+            "num_params_total": len(specs),
+            # FSDPv2 splits each parameter along its largest dim: [4,1], [1,4] or [4].
+            "num_params_sharded_on_fsdp": sum(s.startswith("{devices=[") and "replicated" not in s for s in specs),
+            "sharding_specs": sorted(set(specs))[:8],
+        }
 
     def versions(self) -> dict[str, str]:
         import peft
         import torch_xla
         import transformers
 
-        return {"python": sys.version.split()[0], "torch": torch.__version__, "torch_xla": torch_xla.__version__,
-                "transformers": transformers.__version__, "peft": peft.__version__}
+        return {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "torch_xla": torch_xla.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+        }
 
     def notes(self) -> list[str]:
         return [f"SPMD FSDPv2 over a {self.fsdp_size}-device fsdp axis ({os.environ.get('PJRT_DEVICE')} PJRT)"]

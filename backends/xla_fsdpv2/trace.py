@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch_xla
 import torch_xla.debug.profiler as xp
-
 import torch_xla.runtime as xr
 
 from harness.trace import XLA_CPU_THUNKS, XLA_DEVICE_MODULES, span_name

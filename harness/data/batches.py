@@ -172,14 +172,19 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
     order = _sample_order(len(encoded), train.global_batch * (train.steps + train.window_steps), train.seed)
     steps = []
     for index in range(train.steps + train.window_steps):
-        picked = [encoded[i] for i in order[index * train.global_batch:(index + 1) * train.global_batch]]
+        picked = [encoded[i] for i in order[index * train.global_batch : (index + 1) * train.global_batch]]
         chunks = tuple(
             collate(chunk, padded_length(max(len(t) for t, _ in chunk), scenario), handle.pad_id)
-            for chunk in (picked[c:c + rows_per_chunk] for c in range(0, len(picked), rows_per_chunk))
+            for chunk in (picked[c : c + rows_per_chunk] for c in range(0, len(picked), rows_per_chunk))
         )
         steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))
-    description = {"num_examples": len(encoded), "num_truncated": truncated, "tokenizer": handle.description,
-                   "rows_per_forward": rows_per_chunk, "grad_accum": len(steps[0].micro_batches)}
+    description = {
+        "num_examples": len(encoded),
+        "num_truncated": truncated,
+        "tokenizer": handle.description,
+        "rows_per_forward": rows_per_chunk,
+        "grad_accum": len(steps[0].micro_batches),
+    }
     return Batches(steps, handle, description)
 
 

@@ -20,11 +20,17 @@ TOOLS: dict[str, dict[str, Any]] = {
     "get_body_battery_level": {"doc": "Body battery energy level (0-100) for a date.", "params": {"date": "date"}},
     "get_steps": {"doc": "Step count for a date.", "params": {"date": "date"}},
     "get_sleep_score": {"doc": "Sleep score and stages for the night before a date.", "params": {"date": "date"}},
-    "get_heart_rate": {"doc": "Resting or maximum heart rate for a date.", "params": {"date": "date", "kind": "hr_kind"}},
+    "get_heart_rate": {
+        "doc": "Resting or maximum heart rate for a date.",
+        "params": {"date": "date", "kind": "hr_kind"},
+    },
     "get_stress_level": {"doc": "Average stress level for a date.", "params": {"date": "date"}},
     "get_calories_burned": {"doc": "Active and total calories for a date.", "params": {"date": "date"}},
     "get_vo2_max": {"doc": "Latest VO2 max estimate.", "params": {}},
-    "log_workout": {"doc": "Record a workout.", "params": {"activity": "activity", "duration_min": "minutes", "date": "date"}},
+    "log_workout": {
+        "doc": "Record a workout.",
+        "params": {"activity": "activity", "duration_min": "minutes", "date": "date"},
+    },
     "log_water": {"doc": "Record water intake in millilitres.", "params": {"amount_ml": "ml"}},
     "set_daily_goal": {"doc": "Set a daily goal for a metric.", "params": {"metric": "metric", "value": "goal"}},
 }
@@ -37,16 +43,22 @@ REQUESTS: dict[str, tuple[str, ...]] = {
     "get_stress_level": ("Was I stressed {date}?", "What's my stress level {date}?"),
     "get_calories_burned": ("How many calories did I burn {date}?",),
     "get_vo2_max": ("What's my VO2 max?", "How fit am I, VO2 max wise?"),
-    "log_workout": ("Log a {duration_min} minute {activity} {date}.", "I did {activity} for {duration_min} minutes {date}, save it."),
+    "log_workout": (
+        "Log a {duration_min} minute {activity} {date}.",
+        "I did {activity} for {duration_min} minutes {date}, save it.",
+    ),
     "log_water": ("I drank {amount_ml} ml of water.", "Add {amount_ml} ml to my water log."),
     "set_daily_goal": ("Set my daily {metric} goal to {value}.", "Change my {metric} target to {value} per day."),
 }
 
 # Requests no fitness tool can serve: the right answer is no call at all.
 OFF_TOPIC = (
-    "Book me a table for two tonight.", "What's the weather in Lisbon tomorrow?",
-    "Translate 'good morning' into Japanese.", "Play some relaxing music.",
-    "Order new running shoes in size 42.", "What's the capital of Australia?",
+    "Book me a table for two tonight.",
+    "What's the weather in Lisbon tomorrow?",
+    "Translate 'good morning' into Japanese.",
+    "Play some relaxing music.",
+    "Order new running shoes in size 42.",
+    "What's the capital of Australia?",
 )
 
 DEVELOPER_PROMPT = "You are a model that can do function calling with the following functions"
@@ -71,15 +83,21 @@ def tool_schema(name: str) -> dict[str, Any]:
     """The tool's JSON-schema declaration, as listed in the developer turn."""
     params = TOOLS[name]["params"]
     props = {p: {"type": "integer" if kind in ("minutes", "ml", "goal") else "string"} for p, kind in params.items()}
-    return {"name": name, "description": TOOLS[name]["doc"],
-            "parameters": {"type": "object", "properties": props, "required": list(params)}}
+    return {
+        "name": name,
+        "description": TOOLS[name]["doc"],
+        "parameters": {"type": "object", "properties": props, "required": list(params)},
+    }
 
 
 def _value(kind: str, rng: random.Random) -> Any:
     choices = {
-        "date": lambda: rng.choice(_DATES), "hr_kind": lambda: rng.choice(("resting", "maximum")),
-        "activity": lambda: rng.choice(_ACTIVITIES), "minutes": lambda: rng.randrange(10, 120, 5),
-        "ml": lambda: rng.randrange(100, 1500, 50), "metric": lambda: rng.choice(_METRICS),
+        "date": lambda: rng.choice(_DATES),
+        "hr_kind": lambda: rng.choice(("resting", "maximum")),
+        "activity": lambda: rng.choice(_ACTIVITIES),
+        "minutes": lambda: rng.randrange(10, 120, 5),
+        "ml": lambda: rng.randrange(100, 1500, 50),
+        "metric": lambda: rng.choice(_METRICS),
         "goal": lambda: rng.randrange(1000, 15000, 500),
     }
     return choices[kind]()

@@ -20,8 +20,16 @@ from typing import Any, Sequence
 from harness.data.function_calling import DEVELOPER_PROMPT, generate
 
 SPECIAL_TOKENS = (
-    "<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
-    "<start_function_call>", "<end_function_call>", "<|im_start|>", "<|im_end|>",
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<start_function_call>",
+    "<end_function_call>",
+    "<|im_start|>",
+    "<|im_end|>",
 )
 # Bump when the corpus or the training recipe changes: it keys the cache.
 LOCAL_BPE_VERSION = 2
@@ -65,8 +73,12 @@ def _load_local_bpe(vocab_size: int) -> TokenizerHandle:
         _atomic_write_text(file, _train_local_bpe(vocab_size).to_str())
     tok = Tokenizer.from_file(str(file))
     ids = {t: tok.token_to_id(t) for t in ("<pad>", "<bos>", "<eos>")}
-    desc = {"kind": "local-bpe", "vocab_size": tok.get_vocab_size(), "version": LOCAL_BPE_VERSION,
-            "sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16]}
+    desc = {
+        "kind": "local-bpe",
+        "vocab_size": tok.get_vocab_size(),
+        "version": LOCAL_BPE_VERSION,
+        "sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16],
+    }
     return TokenizerHandle(tok, ids["<pad>"], ids["<bos>"], ids["<eos>"], desc)
 
 
@@ -77,7 +89,9 @@ def _train_local_bpe(vocab_size: int):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     corpus = [m["content"] for ex in generate(_CORPUS_SIZE, _CORPUS_SEED, _ALL_KINDS) for m in ex.messages]
@@ -113,8 +127,12 @@ def _load_hf_dir(directory: Path) -> TokenizerHandle:
     pad = token_id("pad_token", "<pad>")
     if eos is None:
         raise ValueError(f"{directory}: tokenizer has no eos token")
-    desc = {"kind": "hf-dir", "path": str(directory), "vocab_size": tok.get_vocab_size(),
-            "sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16]}
+    desc = {
+        "kind": "hf-dir",
+        "path": str(directory),
+        "vocab_size": tok.get_vocab_size(),
+        "sha256": hashlib.sha256(file.read_bytes()).hexdigest()[:16],
+    }
     return TokenizerHandle(tok, eos if pad is None else pad, token_id("bos_token", "<bos>"), eos, desc)
 
 

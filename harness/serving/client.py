@@ -33,8 +33,13 @@ class RequestRecord:
 
 def request_body(api: str, model: str, prompt: dict[str, Any], spec) -> dict[str, Any]:
     length = prompt.get("output_tokens", spec.output_tokens)
-    body: dict[str, Any] = {"model": model, "max_tokens": length, "stream": True,
-                            "stream_options": {"include_usage": True}, "temperature": 0.0}
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": length,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
     if api == "chat":
         body["messages"] = prompt["messages"]
     else:
@@ -91,8 +96,9 @@ async def run_load(url: str, bodies: list[dict[str, Any]], spec, origin: float, 
     """Warm-up requests one by one, then the measured ones under the scenario's load."""
     async with open_client(spec) as client:
         records = await warm_up(client, url, bodies, spec.warmup_requests, origin)
-        return records + await measure(client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests,
-                                       origin, on_done)
+        return records + await measure(
+            client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done
+        )
 
 
 def open_client(spec, loads=()):
@@ -101,8 +107,9 @@ def open_client(spec, loads=()):
     import httpx
 
     limits = [load.in_flight_limit or 64 for load in (spec.load, *loads)]
-    return httpx.AsyncClient(timeout=httpx.Timeout(spec.request_timeout_s),
-                             limits=httpx.Limits(max_connections=max(8, *limits)))
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(spec.request_timeout_s), limits=httpx.Limits(max_connections=max(8, *limits))
+    )
 
 
 async def warm_up(client, url: str, bodies: list[dict[str, Any]], count: int, origin: float) -> list[RequestRecord]:
@@ -112,8 +119,17 @@ async def warm_up(client, url: str, bodies: list[dict[str, Any]], count: int, or
     return records
 
 
-async def measure(client, url: str, bodies: list[dict[str, Any]], load, first: int, count: int, origin: float,
-                  on_done=None, deadline: float | None = None) -> list[RequestRecord]:
+async def measure(
+    client,
+    url: str,
+    bodies: list[dict[str, Any]],
+    load,
+    first: int,
+    count: int,
+    origin: float,
+    on_done=None,
+    deadline: float | None = None,
+) -> list[RequestRecord]:
     """`count` measured requests (indices from `first`) under `load`. With a deadline
     (seconds on the `origin` clock), requests still unfinished then are cut short and
     those not yet sent are not sent: both are errors that say so."""
@@ -142,8 +158,11 @@ async def measure(client, url: str, bodies: list[dict[str, Any]], load, first: i
         for r in records:
             if r.end_s is None and r.error is None:
                 sent = bool(r.chunk_s) or r.status is not None or r.sent_s > 0
-                r.error = ("cut short: the time limit (max_duration_s) was reached" if sent
-                           else "not sent: the time limit (max_duration_s) was reached")
+                r.error = (
+                    "cut short: the time limit (max_duration_s) was reached"
+                    if sent
+                    else "not sent: the time limit (max_duration_s) was reached"
+                )
                 r.sent_s = r.sent_s if sent else now
     return records
 

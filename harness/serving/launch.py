@@ -47,8 +47,9 @@ def export_model(scenario, directory: Path) -> Path:
     tok = scenario.data.tokenizer
     handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
     build_model(scenario).save_pretrained(directory)
-    PreTrainedTokenizerFast(tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>",
-                            bos_token="<bos>").save_pretrained(directory)
+    PreTrainedTokenizerFast(
+        tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
+    ).save_pretrained(directory)
     return directory
 
 
@@ -81,8 +82,14 @@ class LaunchedServer:
         if any("{model_dir}" in part for part in self.spec.command):
             export_model(self.scenario, self.workdir / "model")
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, **self.spec.env}, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.spec.env},
+                start_new_session=True,
+            )
         _RUNNING.add(self)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _on_sigterm)
@@ -101,16 +108,19 @@ class LaunchedServer:
         url, deadline = self.fill(self.spec.health_url), time.perf_counter() + self.spec.health_timeout_s
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with status {self.proc.returncode} before becoming healthy; "
-                                   f"log tail:\n{log_tail(self.log_path)}")
+                raise RuntimeError(
+                    f"server exited with status {self.proc.returncode} before becoming healthy; "
+                    f"log tail:\n{log_tail(self.log_path)}"
+                )
             try:
                 if httpx.get(url, timeout=2.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        raise TimeoutError(f"server not healthy at {url} after {self.spec.health_timeout_s:g} s; "
-                           f"log tail:\n{log_tail(self.log_path)}")
+        raise TimeoutError(
+            f"server not healthy at {url} after {self.spec.health_timeout_s:g} s; log tail:\n{log_tail(self.log_path)}"
+        )
 
     @property
     def base_url(self) -> str:

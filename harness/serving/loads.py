@@ -45,8 +45,9 @@ async def drive(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_
         elif spec.slo_search:
             facts["slo_search"] = await _search(client, url, bodies, spec, origin, on_done)
         else:
-            measured = await measure(client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests,
-                                     origin, on_done)
+            measured = await measure(
+                client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done
+            )
             facts["requests"] += [r.to_json() for r in measured]
         return facts
 
@@ -61,13 +62,19 @@ async def _sweep(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
         if time.perf_counter() - origin >= deadline:
             point["not_run"] = f"the sweep's max_duration_s ({sweep.max_duration_s:g} s) was reached before this point"
         else:
-            records = await measure(client, url, bodies, point_load(spec, value), first, spec.num_requests, origin,
-                                    on_done, deadline)
+            records = await measure(
+                client, url, bodies, point_load(spec, value), first, spec.num_requests, origin, on_done, deadline
+            )
             point["requests"] = [r.to_json() for r in records]
         first += spec.num_requests
         points.append(point)
-    return {"id": uuid.uuid4().hex[:16], "axis": sweep.axis, "values": list(sweep.values),
-            "max_duration_s": sweep.max_duration_s, "points": points}
+    return {
+        "id": uuid.uuid4().hex[:16],
+        "axis": sweep.axis,
+        "values": list(sweep.values),
+        "max_duration_s": sweep.max_duration_s,
+        "points": points,
+    }
 
 
 async def _search(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
@@ -79,14 +86,16 @@ async def _search(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
 
     async def probe(rate: float) -> bool | None:
         """Measure one rate; whether it met the SLO (None: cut short by the deadline)."""
-        records = await measure(client, url, bodies, point_load(spec, rate), state["first"], spec.num_requests,
-                                origin, on_done, deadline)
+        records = await measure(
+            client, url, bodies, point_load(spec, rate), state["first"], spec.num_requests, origin, on_done, deadline
+        )
         state["first"] += spec.num_requests
         requests = [r.to_json() for r in records]
         verdict = slo_at_percentile(requests, slo)
         cut = any((r["error"] or "").endswith("(max_duration_s) was reached") for r in requests)
-        points.append({"rate": rate, "requests": requests, "met": None if cut else verdict["met"],
-                       "values": verdict["values"]})
+        points.append(
+            {"rate": rate, "requests": requests, "met": None if cut else verdict["met"], "values": verdict["values"]}
+        )
         return None if cut else verdict["met"]
 
     def out_of_time() -> bool:
@@ -122,6 +131,15 @@ async def _search(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
 
 
 def _found(search, points, rate, bracket, stopped: str, steps: int) -> dict[str, Any]:
-    return {"max_rate_req_s": rate, "bracket": list(bracket), "stopped": stopped, "bisection_steps": steps,
-            "low": search.low, "high": search.high, "tolerance": search.tolerance, "max_steps": search.max_steps,
-            "max_duration_s": search.max_duration_s, "points": points}
+    return {
+        "max_rate_req_s": rate,
+        "bracket": list(bracket),
+        "stopped": stopped,
+        "bisection_steps": steps,
+        "low": search.low,
+        "high": search.high,
+        "tolerance": search.tolerance,
+        "max_steps": search.max_steps,
+        "max_duration_s": search.max_duration_s,
+        "points": points,
+    }

@@ -32,15 +32,25 @@ def split(run, key: str, outcome: dict[str, Any]) -> list[tuple[Any, str, dict[s
     for i, value in enumerate(sweep_spec.values):
         cell = {**run.cell, f"serve.load.{sweep_spec.axis}": value}
         point_run = dataclasses.replace(run, cell=cell)
-        about = {"axis": sweep_spec.axis, "value": value, "index": i, "of": len(sweep_spec.values),
-                 "id": sweep["id"] if sweep else None}
+        about = {
+            "axis": sweep_spec.axis,
+            "value": value,
+            "index": i,
+            "of": len(sweep_spec.values),
+            "id": sweep["id"] if sweep else None,
+        }
         if sweep is None:
             out.append((point_run, point_key(key, i), {**outcome, "sweep": about}))
             continue
         point = sweep["points"][i]
         if "not_run" in point:
-            out.append((point_run, point_key(key, i), {"failure": {"kind": "not_run", "reason": point["not_run"]},
-                                                       "sweep": about}))
+            out.append(
+                (
+                    point_run,
+                    point_key(key, i),
+                    {"failure": {"kind": "not_run", "reason": point["not_run"]}, "sweep": about},
+                )
+            )
             continue
         point_facts = {k: v for k, v in facts.items() if k != "sweep"}
         point_facts.update(requests=facts["requests"] + point["requests"], load=point["load"])

@@ -10,8 +10,28 @@ from typing import Any
 
 from harness.data.tokenizer import chat_segments
 
-_WORDS = ("steps", "sleep", "heart", "rate", "battery", "workout", "water", "goal", "today", "yesterday",
-          "calories", "stress", "running", "yoga", "minutes", "score", "level", "week", "average", "daily")
+_WORDS = (
+    "steps",
+    "sleep",
+    "heart",
+    "rate",
+    "battery",
+    "workout",
+    "water",
+    "goal",
+    "today",
+    "yesterday",
+    "calories",
+    "stress",
+    "running",
+    "yoga",
+    "minutes",
+    "score",
+    "level",
+    "week",
+    "average",
+    "daily",
+)
 
 
 def build_prompts(scenario, count: int) -> list[dict[str, Any]]:
@@ -42,8 +62,10 @@ def _inputs(scenario, count: int) -> list[dict[str, Any]]:
     if spec.source == "multi-turn":
         return [_chat_prompt(*_turn(examples, i, spec.turns), scenario) for i in range(count)]
     asked = lambda messages: [m for m in messages if m["role"] != "assistant"]  # noqa: E731
-    return [_chat_prompt(asked(messages), tools, scenario)
-            for messages, tools in (examples[i % len(examples)] for i in range(count))]
+    return [
+        _chat_prompt(asked(messages), tools, scenario)
+        for messages, tools in (examples[i % len(examples)] for i in range(count))
+    ]
 
 
 def _words(rng: random.Random, count: int) -> str:

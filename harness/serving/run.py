@@ -53,8 +53,10 @@ def launched_device() -> dict[str, Any]:
     (tensor parallelism, CUDA_VISIBLE_DEVICES): billing them all would be a guess."""
     device = local_device()
     if device["count"] > 1:
-        raise ValueError(f"serve.accelerator: {device['count']} {device['name']} devices are visible; declare the "
-                         "ones the launched server uses (e.g. h100-sxm:2), so cost bills exactly those")
+        raise ValueError(
+            f"serve.accelerator: {device['count']} {device['name']} devices are visible; declare the "
+            "ones the launched server uses (e.g. h100-sxm:2), so cost bills exactly those"
+        )
     return device
 
 
@@ -82,8 +84,11 @@ def describe_prompts(prompts: list[dict[str, Any]]) -> dict[str, Any]:
     from harness.metrics import summary
 
     words = [len(p["text"].split()) for p in prompts]
-    return {"count": len(prompts), "words": summary(words),
-            "output_tokens": summary([p["output_tokens"] for p in prompts])}
+    return {
+        "count": len(prompts),
+        "words": summary(words),
+        "output_tokens": summary([p["output_tokens"] for p in prompts]),
+    }
 
 
 def every_request(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -99,8 +104,11 @@ def startup_times(server, requests: list[dict[str, Any]], origin: float) -> dict
     first = min((r for r in requests if r["error"] is None), key=lambda r: r["sent_s"], default=None)
     token = first["chunk_s"][0] if first and first["chunk_s"] else None
     started = server.started - origin  # on the requests' clock
-    return {"to_healthy_s": server.ready_s, "to_first_token_s": token - started if token is not None else None,
-            "first_request_sent_after_healthy_s": first["sent_s"] - started - server.ready_s if first else None}
+    return {
+        "to_healthy_s": server.ready_s,
+        "to_first_token_s": token - started if token is not None else None,
+        "first_request_sent_after_healthy_s": first["sent_s"] - started - server.ready_s if first else None,
+    }
 
 
 def execute_serve(scenario, events) -> dict[str, Any]:
@@ -121,13 +129,25 @@ def execute_serve(scenario, events) -> dict[str, Any]:
         with launch_workdir() as tmp, LaunchedServer(scenario, Path(tmp)) as server:
             model = server.fill(spec.launch.model) if spec.launch.model else None
             result = _over_http(scenario, server.base_url, model, events, origin)
-            result["server"].update(ready_s=server.ready_s, command=[server.fill(p) for p in spec.launch.command],
-                                    startup=startup_times(server, every_request(result), origin))
+            result["server"].update(
+                ready_s=server.ready_s,
+                command=[server.fill(p) for p in spec.launch.command],
+                startup=startup_times(server, every_request(result), origin),
+            )
             server.stop()
             result["server"]["log_tail"] = log_tail(server.log_path)
     accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else result.pop("accelerator", None)
     if accelerator is None:
-        accelerator = launched_device() if spec.engine == "launch" else {"kind": "remote", "name": "undeclared", "count": 1}
-    return {"task": "serve", "started_at": started_at, "engine": spec.engine, **result, "accelerator": accelerator,
-            "versions": {"python": sys.version.split()[0], **result.pop("versions", {})}, "notes": notes,
-            "wall_s": time.perf_counter() - origin}
+        accelerator = (
+            launched_device() if spec.engine == "launch" else {"kind": "remote", "name": "undeclared", "count": 1}
+        )
+    return {
+        "task": "serve",
+        "started_at": started_at,
+        "engine": spec.engine,
+        **result,
+        "accelerator": accelerator,
+        "versions": {"python": sys.version.split()[0], **result.pop("versions", {})},
+        "notes": notes,
+        "wall_s": time.perf_counter() - origin,
+    }

@@ -35,15 +35,29 @@ _CLI_SHIM = (
 )
 
 
-def server_command(python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True,
-                   prefix_caching: bool = True) -> list[str]:
+def server_command(
+    python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True, prefix_caching: bool = True
+) -> list[str]:
     """The OpenAI-compatible server as a launch command, with bench's placeholders
     (`{model_dir}`, `{port}`). `--enforce-eager` skips torch.compile warm-up (the start
     is what a test waits for; a benchmark of a GPU server should leave it off). Without
     prefix caching, two clients sending the same prompts one after the other both pay
     the prefill (with it, the second would find every prompt cached)."""
-    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model_dir}", "--host", "127.0.0.1",
-               "--port", "{port}", "--dtype", dtype, "--max-model-len", str(max_model_len)]
+    command = [
+        python,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "{model_dir}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--dtype",
+        dtype,
+        "--max-model-len",
+        str(max_model_len),
+    ]
     return command + (["--enforce-eager"] if eager else []) + ([] if prefix_caching else ["--no-enable-prefix-caching"])
 
 
@@ -56,22 +70,68 @@ def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def bench_serve_command(python: str, base_url: str, model: str, tokenizer: str, dataset: Path, output_tokens: int,
-                        num_prompts: int, concurrency: int, warmups: int, result_dir: Path,
-                        result_file: str = "vllm-bench.json") -> list[str]:
+def bench_serve_command(
+    python: str,
+    base_url: str,
+    model: str,
+    tokenizer: str,
+    dataset: Path,
+    output_tokens: int,
+    num_prompts: int,
+    concurrency: int,
+    warmups: int,
+    result_dir: Path,
+    result_file: str = "vllm-bench.json",
+) -> list[str]:
     """`vllm bench serve` with bench's load: the same prompts in the same order (no shuffle,
     no chat template added again), the same forced output length (ignore_eos), a closed
     loop of `concurrency` requests (all arrive at once: request rate inf), greedy."""
     host_port = base_url.split("://", 1)[-1].split("/", 1)[0]
-    return [python, "-c", _CLI_SHIM, "bench", "serve", "--backend", "vllm",
-            "--base-url", f"http://{host_port}", "--endpoint", "/v1/completions",
-            "--model", model, "--tokenizer", tokenizer,
-            "--dataset-name", "custom", "--dataset-path", str(dataset), "--disable-shuffle", "--skip-chat-template",
-            "--custom-output-len", str(output_tokens), "--ignore-eos", "--temperature", "0",
-            "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--request-rate", "inf",
-            "--num-warmups", str(warmups), "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_file,
-            "--disable-tqdm"]
+    return [
+        python,
+        "-c",
+        _CLI_SHIM,
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://{host_port}",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(dataset),
+        "--disable-shuffle",
+        "--skip-chat-template",
+        "--custom-output-len",
+        str(output_tokens),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--num-warmups",
+        str(warmups),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(result_dir),
+        "--result-filename",
+        result_file,
+        "--disable-tqdm",
+    ]
 
 
 def read_bench_serve(path: Path) -> dict[str, Any]:
