@@ -81,8 +81,10 @@ def _watch_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="bench-parent-watch").start()
 
 
-def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
-    """Run the job's backend; return the raw facts (no statistics: the parent's job)."""
+def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any]:
+    """Run the job's backend; return the raw facts (no statistics: the parent's job).
+    The backend, once built, is appended to `held`: the caller tears it down after the
+    facts (or the failure) are on disk, whatever happened."""
     from harness import faults
     from harness.data.batches import build_batches
     from harness.plan import Plan
@@ -99,6 +101,7 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
     info = get(job["backend"])
     plan = Plan.model_validate(job["plan"])
     backend = info.load()(scenario, plan, options_for(info, scenario), events)
+    held.append(backend)
     faults.arm(backend, scenario)
     events.phase("setup")
     model = backend.setup()
@@ -128,7 +131,6 @@ def execute(job: dict[str, Any], events: EventSink) -> dict[str, Any]:
 
         facts["trace"] = collect(backend)
     facts["machine"] = machine_state(load_before)
-    backend.teardown()
     facts["wall_s"] = time.perf_counter() - events.origin
     return facts
 
@@ -169,15 +171,32 @@ def run_job(job_path: str) -> int:
     events = EventSink(os.environ.get(EVENT_FILE_ENV) if me == 0 else None)
     facts_path = Path(job["facts_path"])
     out = facts_path if me == 0 else facts_path.with_name(f"{facts_path.stem}.rank{me}.json")
+    held: list = []
     try:
-        facts = execute(job, events)
+        facts = execute(job, events, held)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the record
         write_json_atomic(out, {"failure": failure_from(exc)})
         traceback.print_exc()
-        return 1
-    if me == 0:
-        write_json_atomic(out, facts)
-    return 0
+        code = 1
+    else:
+        if me == 0:
+            write_json_atomic(out, facts)
+        code = 0
+    finally:
+        tear_down(held)
+    return code
+
+
+def tear_down(held: list) -> None:
+    """`teardown()` of the backend, after a failed run too (process groups, distributed
+    runtimes). After its facts are on disk: a teardown that fails or blocks (a peer that
+    already died) cannot lose them; its error goes to the log, the run's outcome stands."""
+    for backend in held:
+        try:
+            backend.teardown()
+        except BaseException:  # noqa: BLE001 - the facts are written; say why, keep the outcome
+            print("bench worker: teardown failed (the run's record is unaffected):", file=sys.stderr)
+            traceback.print_exc()
 
 
 def exit_now(code: int) -> None:

@@ -139,3 +139,36 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
         env={"BENCH_PYTHON_TORCH": str(wrapper)},
     )
     assert via_env.returncode == 0 and marker.read_text().count("harness.worker run") >= 2
+
+
+@pytest.mark.parametrize("outcome", ["ok", "raises"])
+def test_the_backend_is_torn_down_after_its_facts_are_written_whatever_happened(tmp_path, monkeypatch, outcome):
+    """teardown() runs after a failed run too, after the facts are on disk; a teardown
+    that itself fails is logged and changes neither the facts nor the exit code."""
+    from harness import worker
+
+    order: list[str] = []
+    facts_path = tmp_path / "facts.json"
+
+    class Held:
+        def teardown(self):
+            order.append("teardown" if facts_path.exists() else "teardown before the facts")
+            raise RuntimeError("teardown broke")
+
+    def execute(job, events, held):
+        held.append(Held())
+        if outcome == "raises":
+            raise ValueError("the run broke")
+        return {"loop": "done"}
+
+    monkeypatch.setattr(worker, "execute", execute)
+    monkeypatch.setattr(worker, "_watch_parent", lambda: None)
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"facts_path": str(facts_path)}))
+    code = worker.run_job(str(job))
+    facts = json.loads(facts_path.read_text())
+    assert order == ["teardown"]
+    if outcome == "ok":
+        assert (code, facts) == (0, {"loop": "done"})
+    else:
+        assert code == 1 and "the run broke" in facts["failure"]["reason"]
