@@ -153,8 +153,9 @@ def exclusive_accelerator() -> bool:
     """Whether this host has an accelerator that only one process may open at a time (a
     TPU VM: /dev/accel*, or VFIO-bound TPU chips): probes there must take turns, or all
     but the first would read 'in use' and say the backend is unavailable."""
-    vfio = Path("/dev/vfio")
-    return any(Path("/dev").glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
+    from harness.accelerators import on_tpu_vm
+
+    return on_tpu_vm()
 
 
 def probe_all(names: list[str], interpreters: dict[str, str] | None = None) -> list[ProbeResult]:

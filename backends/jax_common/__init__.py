@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import resource
-from pathlib import Path
 from typing import Any
 
+from harness.accelerators import on_tpu_vm
 from harness.backend import CompileStats, MemoryFacts, Probe
 
 # jax.monitoring's event for one XLA compilation; its `fun_name` says which function.
@@ -18,10 +18,6 @@ COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 # (metrics.md). Tracing reports the bare function name, the others `jit(<name>)`.
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-
-
-def on_tpu_vm() -> bool:
-    return Path("/dev/accel0").exists() or Path("/dev/vfio/0").exists()
 
 
 def request_cpu_devices(count: int) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from backends import jax_common
 from harness import hosts
+from harness.accelerators import on_tpu_vm
 
 
 def local_device_count(plan) -> int:
@@ -36,14 +37,14 @@ def initialize(plan) -> None:
 
     me = hosts.role(plan.hosts)
     if me.rank is None:
-        if not jax_common.on_tpu_vm():
+        if not on_tpu_vm():
             raise ValueError(
                 f"parallel.hosts: {plan.hosts} hosts need {hosts.RANK_ENV} and {hosts.COORDINATOR_ENV} "
                 "off a TPU slice (where JAX reads the slice's metadata itself)"
             )
         jax.distributed.initialize()
     else:
-        if not jax_common.on_tpu_vm():
+        if not on_tpu_vm():
             jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=me.coordinator, num_processes=plan.hosts, process_id=me.rank)
     if jax.process_count() != plan.hosts:

@@ -19,7 +19,6 @@ import functools
 import os
 import resource
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,12 +36,9 @@ from backends.hf_common.model import (
     parameter_dtypes,
     token_loss_sum,
 )
+from harness.accelerators import on_tpu_vm
 from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
 from harness.provenance import cpu_name
-
-
-def on_tpu_vm() -> bool:
-    return Path("/dev/accel0").exists() or Path("/dev/vfio/0").exists()
 
 
 def configure_runtime(cpu_devices: int) -> None:
