@@ -186,14 +186,24 @@ def cluster_name(target: Target) -> str:
 def commands(target: Target, path: Path, results_dir: Path, bucket: str | None, spot: bool) -> list[str]:
     """The shell commands that run the task and bring its records home."""
     quoted = shlex.quote(str(path))
-    if spot:  # a managed job: SkyPilot relaunches it after a preemption
-        return [f"sky jobs launch -y -n {cluster_name(target)} {quoted}"]
+    home = shlex.quote(str(results_dir))
+    if spot:  # a managed job: SkyPilot relaunches it after a preemption; waits for it to end
+        return [f"sky jobs launch -y -n {cluster_name(target)} {quoted}", bucket_copy(bucket, target.slug, home)]
     name = cluster_name(target)
     launch = f"sky launch -y -c {name} {quoted}"
     if bucket:
-        return [launch, f"sky down -y {name}"]
-    home = shlex.quote(str(results_dir))
+        return [launch, bucket_copy(bucket, target.slug, home), f"sky down -y {name}"]
     return [launch, f"rsync -az {name}:{WORKDIR}/results/launch/{target.slug}/ {home}/", f"sky down -y {name}"]
+
+
+BUCKET_COPY = {"gs://": "gsutil -m rsync -r {src} {home}/", "s3://": "aws s3 sync {src} {home}/"}
+
+
+def bucket_copy(bucket: str, slug: str, home: str) -> str:
+    """The command that brings a target's records home from the bucket the job wrote
+    them to (mounted at REMOTE_RESULTS: the target's folder there is BUCKET/SLUG)."""
+    scheme = next(s for s in BUCKET_COPY if bucket.startswith(s))
+    return BUCKET_COPY[scheme].format(src=shlex.quote(f"{bucket.rstrip('/')}/{slug}"), home=home)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -227,6 +237,12 @@ def prepare(
             "--spot",
             "",
             "a managed spot job's cluster is gone when it ends: give --bucket (gs://..., s3://...) for its records",
+        )
+    if bucket and not bucket.startswith(tuple(BUCKET_COPY)):
+        raise SpecError(
+            "--bucket",
+            "",
+            f"expected gs://... or s3://... (its records are copied home with gsutil or aws), got {bucket!r}",
         )
     validate(read_document(scenario_path), scenario_path)  # a bad file fails here, not on the VM
     parsed = [parse_target(t) for t in targets]

@@ -136,7 +136,9 @@ def test_spot_with_a_bucket_mounts_it_and_uses_managed_jobs(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     (path,) = tmp_path.glob("*.yaml")
-    assert f"sky jobs launch -y -n bench-h100-2 {path}" in done.stdout and "rsync" not in done.stdout
+    assert f"sky jobs launch -y -n bench-h100-2 {path}" in done.stdout and "rsync -az" not in done.stdout
+    # the records come home from the bucket, into the local results directory the report reads
+    assert "gsutil -m rsync -r gs://bench-w3/run1/h100-2 results/" in done.stdout
     (task,) = parsed_by_skypilot([path]).values()
     assert task["use_spot"] is True and task["mounts"] == {"/bench-results": "gs://bench-w3/run1"}
     assert "--results-dir /bench-results/h100-2" in task["run"]
@@ -149,6 +151,7 @@ def test_spot_with_a_bucket_mounts_it_and_uses_managed_jobs(tmp_path):
         (["--on", "tpu-v5p-8:4"], "--on tpu-v5p-8:4"),
         (["--on", "H100:2", "--on", "h100:2"], "--on"),
         (["--on", "H100:2", "--spot"], "--spot"),
+        (["--on", "H100:2", "--bucket", "/mnt/results"], "--bucket"),
         ([], "--on"),
     ],
 )
@@ -164,3 +167,49 @@ def test_without_skypilot_a_launch_says_how_to_install_it(tmp_path):
     done = bench("launch", W3, "--on", "H100:2", "--out-dir", str(tmp_path), env={"PATH": path})
     assert done.returncode == 2, done.stderr
     assert "SkyPilot is not installed: pip install -e '.[launch]'" in done.stderr
+
+
+FAKE_TOOL = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$FAKE_LOG"
+if [ "$(basename "$0")" = gsutil ]; then  # gsutil -m rsync -r SRC DEST/: the job's records
+  mkdir -p "$5" && cp "$FAKE_BUCKET"/*.json "$5"
+fi
+"""
+
+
+def test_a_launch_runs_each_target_brings_its_records_home_and_reports(tmp_path):
+    """Without --dry-run: SkyPilot's `sky` (faked on the PATH, as is gsutil) launches,
+    the records come home from the bucket, the cluster goes down, and the report is
+    written from the local results directory, in that order."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("sky", "gsutil"):
+        (tools / name).write_text(FAKE_TOOL)
+        (tools / name).chmod(0o755)
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    record = next((ROOT / "tests" / "fixtures" / "records_v1").glob("*torch*.json"))
+    (bucket / record.name).write_text(record.read_text())
+    log = tmp_path / "calls.log"
+    env = {
+        **os.environ,
+        "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "FAKE_LOG": str(log),
+        "FAKE_BUCKET": str(bucket),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "launch", str(ROOT / W3), "--on", "H100:2", "--bucket", "gs://b/run1",
+         "--out-dir", str(tmp_path / "tasks"), "--results-dir", "res"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (task,) = (tmp_path / "tasks").glob("*.yaml")
+    assert log.read_text().splitlines() == [
+        f"sky launch -y -c bench-h100-2 {task}",
+        "gsutil -m rsync -r gs://b/run1/h100-2 res/",
+        "sky down -y bench-h100-2",
+    ]
+    assert [p.name for p in (tmp_path / "res").glob("*.json")] == [record.name]
+    report = tmp_path / "reports" / "w3_gemma_lora_tunix.html"
+    assert report.is_file() and "tiny-v1" in report.read_text()
