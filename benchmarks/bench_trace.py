@@ -1,6 +1,6 @@
 """The harness's step time against the profiler's: one traced tiny run per backend.
 
-Each run traces 3 measured steps (`bench run --trace 3`); the record states the median
+Each run traces 4 measured steps (`bench run --trace 4`: 3 step periods); the record states the median
 trace step time (per step: first start to last end of the framework's own program / op
 events in the step, `trace.step_time_s.programs`), the harness's median over the same
 steps, their ratio (below 1 by the host time outside the programs), and what tracing cost
@@ -29,13 +29,13 @@ RUN = [
     "--set",
     "sequence.padding=static",
     "--set",
-    "train.steps=8",
+    "train.steps=10",
     "--set",
     "train.window_steps=0",
     "--set",
     "data.num_examples=32",
     "--trace",
-    "3",
+    "4",
     "--no-progress",
 ]
 
@@ -52,7 +52,7 @@ def traced(backend: str, out: Path) -> dict:
     if done.returncode != 0 or len(records) != 1 or records[0]["status"] != "ok":
         return {"backend": backend, "error": (done.stderr.strip().splitlines() or ["no record"])[-1]}
     section = records[0]["trace"]
-    times = section["step_time_s"]
+    times = section["busy_s"]
     return {
         "backend": backend,
         "tool": section["tool"],
@@ -63,9 +63,9 @@ def traced(backend: str, out: Path) -> dict:
         "program_events": times["program_events"],
         "slowdown": section["slowdown"],
         "compile_steps_agree": section["compile_steps"]["agree"],
-        "period_trace_median_s": section["period_s"]["trace_median"],
-        "period_harness_median_s": section["period_s"]["harness_median"],
-        "period_ratio": section["period_s"]["ratio"],
+        "period_trace_median_s": section["step_time_s"]["trace_median"],
+        "period_harness_median_s": section["step_time_s"]["harness_median"],
+        "period_ratio": section["step_time_s"]["ratio"],
     }
 
 

@@ -77,8 +77,10 @@ def _trace_override(steps: int | None) -> dict[str, int]:
     """`--trace [STEPS]` is `--set trace.steps=STEPS`: the scenario's `trace` field."""
     if steps is None:
         return {}
-    if steps < 1:
-        raise SpecError("--trace", str(steps), "trace at least one step")
+    if steps < 2:
+        raise SpecError(
+            "--trace", str(steps), "trace at least 2 steps (the trace's step time is the period between two)"
+        )
     return {"trace.steps": steps}
 
 

@@ -480,7 +480,8 @@ class LoadSpec(Section):
     arrival: Literal["poisson", "gamma"] | None = None  # open loop only; poisson when not given
     burstiness: float | None = Field(None, gt=0, le=1e6)
     max_concurrency: int | None = Field(None, gt=0, le=MAX_CONCURRENCY)
-    seed: Seed = 0
+    # The arrival times' seed: open loop only (a closed loop draws nothing); 0 when not given.
+    seed: Seed | None = None
 
     @model_validator(mode="after")
     def _one_load(self) -> "LoadSpec":
@@ -623,6 +624,21 @@ class LaunchSpec(Section):
     model: str | None = None
 
 
+# The request body's fields bench sets (harness.serving.client.request_body), and the
+# serve field each comes from: extra_body may add fields, never override these.
+BENCH_BODY_FIELDS = {
+    "model": "endpoint.model / launch.model (the served model)",
+    "prompt": "prompts (api: completions)",
+    "messages": "prompts (api: chat)",
+    "max_tokens": "output_tokens",
+    "min_tokens": "output_tokens with force_output_length",
+    "ignore_eos": "force_output_length",
+    "stream": "bench's streaming client (always true)",
+    "stream_options": "bench's streaming client (include_usage, for the token counts)",
+    "temperature": "bench's greedy decoding (0)",
+}
+
+
 class ServeSpec(Section):
     # local: in-process generation with transformers (one request at a time);
     # endpoint: an existing OpenAI-compatible server; launch: one the harness starts.
@@ -708,6 +724,17 @@ class ServeSpec(Section):
             raise ValueError(
                 "load.arrival: only an open loop (request_rate, ramp, a rate sweep or search) has arrivals"
             )
+        if not by_rate and not load.open_loop and load.seed is not None:
+            raise ValueError(
+                "load.seed: seeds an open loop's arrival times (request_rate, ramp, a rate sweep or search); "
+                "a closed loop (concurrency) draws nothing"
+            )
+        owned = sorted(set(self.extra_body) & set(BENCH_BODY_FIELDS))
+        if owned:
+            raise ValueError(
+                f"extra_body.{owned[0]}: bench owns this request field ({BENCH_BODY_FIELDS[owned[0]]}); "
+                "drop it from extra_body"
+            )
         if search is not None and (not self.slo.targets or self.slo.percentile is None):
             raise ValueError(
                 "slo.percentile: slo_search needs SLO targets and the percentile at which they must hold "
@@ -723,7 +750,8 @@ class TraceSpec(Section):
 
     # How many steps to trace (`bench run --trace [STEPS]`); they must leave at least one
     # measured step untraced, for the step-time statistics.
-    steps: int = Field(3, gt=0, le=MAX_STEPS)
+    # At least 2: the trace's step time is the period between consecutive steps.
+    steps: int = Field(3, ge=2, le=MAX_STEPS)
     # The first traced step, counted from the first measured step (0: right after warm-up).
     first: int = Field(0, ge=0, le=MAX_STEPS)
 

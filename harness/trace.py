@@ -10,19 +10,19 @@ harness starts its clock and closed right after the device sync: it only says wh
 events belong to which step. Traced steps have phase `trace`: the profiler's overhead is
 in them, so they are not measured steps.
 
-After the run the worker reads its trace back (`collect`). A step's trace time is taken
-from events the framework emits itself, never from our span: from the start of the first
-executed program (or op) the capture's `Programs` selects among the events starting in
-the step's span to the end of the last one (torchprime's per-step device time, on the
-profiler's clock). Host work outside the programs (python dispatch, tracing, the
-harness's own bookkeeping) is not in it, so the ratio trace / harness is at most about 1,
-and how far below 1 says how much of the harness's step the programs did not cover. The
-step period (`step_periods`, torchprime's own convention: first program of a step to the
-first of the next traced step) includes that host time, as the harness's step does: it is
-the independent check of the harness's clock (docs/measurements.md). The
+After the run the worker reads its trace back (`collect`). Its times come from events the
+framework emits itself, never from our span (which only says which events belong to which
+step): the program (or op) events the capture's `Programs` selects. The record's trace
+step time (`trace.step_time_s`) is torchprime's: the period from a step's first program
+to the next traced step's first (`step_periods`), on the profiler's clock; host work
+between programs is in it, as it is in the harness's step, so the ratio trace / harness
+checks the harness's clock (docs/measurements.md). `trace.busy_s` is how much of each
+step the programs cover: first program start to last program end within the step; below
+the step time by the host work outside the programs (python dispatch, graph building, the
+sync's wake-up). The
 framework's compile events are attributed to the step whose span holds them. The record
-(`summary`) states the trace's median step time beside the harness's median over the
-same steps, their ratio, and which steps compiled by the trace and by the harness's
+(`summary`) states each median beside the harness's median over the same steps, their
+ratio, and which steps compiled by the trace and by the harness's
 counters. Reading needs no framework: Chrome JSON is JSON, and XSpace is decoded here
 from the protobuf wire format (tests check it against jax.profiler.ProfileData).
 
@@ -331,7 +331,12 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
         "tool": trace["tool"],
         "files": trace["files"],
         "steps": traced,
-        "step_time_s": {
+        # The trace's step time: torchprime's period between consecutive steps' first
+        # programs, host time included as in the harness's step (the 10% check).
+        "step_time_s": _periods(trace["period_s"], by_index),
+        # How much of each step the framework's programs cover (below the step time by the
+        # host work outside them).
+        "busy_s": {
             "convention": "first framework program event start to last program event end within "
             "the step, on the profiler's clock (events: programs; the step's events: "
             "those starting within its bench.step.N span)",
@@ -346,7 +351,6 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
             "harness_median": harness_median,
             "ratio": trace_median / harness_median if harness_median > 0 else None,
         },
-        "period_s": _periods(trace.get("period_s") or {}, by_index),
         # What tracing cost: the traced steps' harness median over the untraced steady one.
         "slowdown": harness_median / statistics.median(calm) if calm else None,
         "compile_events": trace["compile_events"],
@@ -363,22 +367,14 @@ def summary(trace: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any
 
 def _periods(period_s: dict[str, float], by_index: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """torchprime's convention (`step_periods`) beside the harness's times of the same
-    steps: the profiler's clock on the device program timeline against ours. Needs two
-    consecutive traced steps."""
+    steps: the profiler's clock on the device program timeline against ours. Two
+    consecutive traced steps at least (`trace.steps >= 2`, the spec's bound)."""
     convention = (
         "torchprime's: from the first framework program event of a step to the first of the next "
         "traced step, on the profiler's clock (host time between programs included)"
     )
     if not period_s:
-        return {
-            "convention": convention,
-            "trace": [],
-            "harness": [],
-            "trace_median": None,
-            "harness_median": None,
-            "ratio": None,
-            "why_none": "needs two consecutive traced steps (trace.steps >= 2)",
-        }
+        raise RuntimeError("trace: no two consecutive traced steps, so no step period")
     steps = sorted(int(i) for i in period_s)
     trace_s = [period_s[str(i)] for i in steps]
     harness_s = [by_index[i]["time_s"] for i in steps]

@@ -36,21 +36,21 @@ def check_common(record: dict, out: Path, traced: list[int]) -> None:
     steps = record["raw"]["loop"]["steps"]
     assert [s["index"] for s in steps if s["phase"] == "trace"] == traced
     untraced = [s for s in steps if s["phase"] == "measure" and s["num_compiles"] == 0]
-    if record["metrics"]["step_time_s"] is not None:
+    if untraced:
         assert record["metrics"]["step_time_s"]["n"] == len(untraced)
+    else:  # every untraced measured step recompiled: no steady statistics, and it says so
+        assert record["metrics"]["step_time_s"] is None
     section = record["trace"]
     assert section["steps"] == traced
-    times = section["step_time_s"]
-    assert times["trace_median"] > 0 and times["harness_median"] > 0 and times["ratio"] > 0
-    assert times["harness"] == [steps[i]["time_s"] for i in traced]
-    # torchprime's convention: first program of a step to the next traced step's first.
-    period = section["period_s"]
-    if len(traced) >= 2:
-        assert period["steps"] == traced[:-1] and len(period["trace"]) == len(traced) - 1
-        assert all(p > 0 for p in period["trace"]) and period["harness_median"] > 0
-        assert period["ratio"] == pytest.approx(period["trace_median"] / period["harness_median"])
-    else:
-        assert period["trace_median"] is None and "two consecutive" in period["why_none"]
+    # The trace's step time, torchprime's: first program of a step to the next traced step's first.
+    period = section["step_time_s"]
+    assert period["steps"] == traced[:-1] and len(period["trace"]) == len(traced) - 1
+    assert all(p > 0 for p in period["trace"]) and period["trace_median"] > 0 and period["harness_median"] > 0
+    assert period["harness"] == [steps[i]["time_s"] for i in traced[:-1]]
+    assert period["ratio"] == pytest.approx(period["trace_median"] / period["harness_median"])
+    busy = section["busy_s"]
+    assert busy["trace_median"] > 0 and busy["harness_median"] > 0 and busy["ratio"] > 0
+    assert busy["harness"] == [steps[i]["time_s"] for i in traced]
     for name in section["files"]:  # relative to the record's directory
         assert (out / name).is_file(), name
 
@@ -82,9 +82,9 @@ def first_to_last(programs: list[tuple[float, float]], start: float, end: float)
 
 
 def check_programs_inside_spans(record: dict) -> None:
-    """The trace's step time is the framework's programs, not our span: never longer
-    than the span holding them, and it is what the ratio is made of."""
-    times = record["trace"]["step_time_s"]
+    """The trace's busy time is the framework's programs, not our span: never longer
+    than the span holding them, and it is what its ratio is made of."""
+    times = record["trace"]["busy_s"]
     assert all(0 < t <= s for t, s in zip(times["trace"], times["span"], strict=True))
     assert all(n > 0 for n in times["program_events"])
     assert times["ratio"] == pytest.approx(statistics.median(times["trace"]) / statistics.median(times["harness"]))
@@ -103,10 +103,10 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     }
     assert sorted(spans) == ["bench.step.2", "bench.step.3"]
     # The step time: the profiler's own op events (cpu_op on a CPU), first start to last end.
-    assert record["trace"]["step_time_s"]["programs"] == {"categories": ["cpu_op"]}
+    assert record["trace"]["busy_s"]["programs"] == {"categories": ["cpu_op"]}
     ops = [(e["ts"], e["dur"]) for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
     expected = [first_to_last(ops, *spans[f"bench.step.{i}"]) / 1e6 for i in (2, 3)]
-    assert record["trace"]["step_time_s"]["trace"] == pytest.approx(expected, rel=1e-6, abs=2e-6)  # whole µs
+    assert record["trace"]["busy_s"]["trace"] == pytest.approx(expected, rel=1e-6, abs=2e-6)  # whole µs
     check_programs_inside_spans(record)
     assert any(e.get("ph") == "X" and e["name"].startswith("aten::") for e in events)  # the step's ops are in it
     # The report links the run's trace file, relative to the report.
@@ -121,6 +121,15 @@ def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refu
     refused = bench("run", str(path), "--dry-run", "--trace", "6")
     assert refused.returncode == 2 and "trace.steps" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+    one = bench("run", str(path), "--dry-run", "--trace", "1")  # no period between two steps
+    assert one.returncode == 2 and one.stderr.startswith("bench: --trace"), one.stderr
+    # Off by default: no trace section, no trace folder, every measured step measured.
+    out = tmp_path / "r"
+    done = bench("run", str(path), *SHORT, "--results-dir", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(out)
+    (record,) = records_in(out)
+    assert "trace" not in record and not list(out.glob("*.trace"))
+    assert {s["phase"] for s in record["raw"]["loop"]["steps"]} == {"warmup", "measure"}
 
 
 def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
@@ -146,8 +155,8 @@ def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
     found = xplane_events(xplane, thunks)
     assert found and {plane for *_, plane, _ in found} == {"/host:CPU"}
     expected = [first_to_last([(s, d) for _, s, d, _, _ in found], *spans[f"bench.step.{i}"]) / 1e9 for i in (2, 3)]
-    assert record["trace"]["step_time_s"]["trace"] == pytest.approx(expected)
-    assert record["trace"]["step_time_s"]["programs"]["names"] == list(thunks)
+    assert record["trace"]["busy_s"]["trace"] == pytest.approx(expected)
+    assert record["trace"]["busy_s"]["programs"]["names"] == list(thunks)
     check_programs_inside_spans(record)
     # The harness's own XSpace decoder reads the same events as JAX's reader, planes and lines too.
     ours = sorted((e.name, e.duration_ns, e.plane, e.line) for e in trace.read_events(xplane) if e.name in thunks)
