@@ -216,12 +216,29 @@ def download(
             ],
             check=True,
         )
-    # bench itself: pure Python, built from this checkout.
-    subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), str(ROOT)], check=True
-    )
+    build_bench_wheel(dest, pip)
     (dest / "bench-wheels.txt").write_text("".join(f"{p}\n" for p in picks))
     return picks
+
+
+# What bench's own wheel is built from (pyproject.toml's packages, package data, readme).
+BENCH_SOURCES = ("pyproject.toml", "README.md", "harness", "backends", "reports")
+
+
+def build_bench_wheel(dest: Path, pip: list[str]) -> None:
+    """bench itself: pure Python, built from a copy of this checkout's sources, so that
+    setuptools' build/ and egg-info folders land in a temporary folder, never in the
+    checkout (where a stale build/lib could ship deleted modules in a later wheel)."""
+    import shutil
+
+    with tempfile.TemporaryDirectory(prefix="bench-wheel-") as tmp:
+        for name in BENCH_SOURCES:
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, Path(tmp) / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(source, Path(tmp) / name)
+        subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(dest), tmp], check=True)
 
 
 def install(source: Path, target: Path | None, pip: list[str]) -> None:

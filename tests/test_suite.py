@@ -25,9 +25,9 @@ def test_the_accelerator_suite_resolves_every_entry_here():
         "gpu-fsdp",
         "torchax",
         "jax-tunix",
+        "torch",
         "gpu-fsdp",
         "jax-tunix",
-        "torch",
     ]
     if os.environ.get("CI"):  # every stack is installed there: nothing may be skipped
         assert [e["label"] for e in entries if e["skipped"]] == []
@@ -48,6 +48,24 @@ def test_the_accelerator_suite_resolves_every_entry_here():
             assert plan["precision"]["compute"] == "bf16" and plan["devices"] == 1, plan
         if entry["label"].startswith("W1 "):  # the file's shape, not the cpu profile's (10 steps, batch 2)
             assert (plans[0]["steps"], plans[0]["window_steps"], plans[0]["rows_per_step"]) == (30, 10, 32)
+
+
+def test_the_tpu_suite_resolves_every_entry_here():
+    """The TPU VM's suite plans on this CPU too (the xla and JAX stacks' environments)."""
+    if os.environ.get("CI") and not (
+        os.environ.get("BENCH_PYTHON_JAX_TUNIX") and os.environ.get("BENCH_PYTHON_XLA_FSDPV2")
+    ):
+        pytest.fail("CI must provide xla-fsdpv2 and jax-tunix for the TPU suite's dry run")
+    done = bench("suite", "scenarios/suites/tpu.yaml", "--dry-run", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)
+    assert [e["backend"] for e in entries] == ["xla-fsdpv2", "torchax", "jax-tunix", "xla-fsdpv2", "jax-tunix"]
+    assert not any(e["skipped"] for e in entries if e["backend"] != "torchax")
+    for entry in entries:
+        for run in entry["runs"]:
+            assert run["plan"]["precision"]["compute"] == "bf16", run["plan"]
+        if entry["label"].startswith("W1 "):
+            assert entry["runs"][0]["plan"]["devices"] == 1 and entry["runs"][0]["plan"]["rows_per_step"] == 32
 
 
 def test_a_small_suite_runs_every_entry_then_writes_one_report(tmp_path):
