@@ -164,6 +164,8 @@ class WorkloadRow:
     ratio_to_first: float
     run: str = ""  # the train row's label
     row: Any = None
+    # Where serve_usd_per_1m comes from: an SLO search's rate within the SLO, or a load as run.
+    serve_basis: str = ""
 
 
 @dataclass
@@ -452,7 +454,8 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
                 s for n, s in serving if n == name and s.attrs[factors.ACCELERATOR] == row.attrs[factors.ACCELERATOR]
             ]
             # An SLO search's $/1M output tokens is the one at the load a user would run.
-            serves = [s for s in serves if _searched(s)] or serves
+            searched = [s for s in serves if _searched(s)]
+            serves = searched or serves
             per_run = row.median(lambda r: fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]))
             per_1m = (
                 across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in serves[0].records)
@@ -466,9 +469,10 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
                         per_run,
                         per_1m,
                         workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"]),
+                        _serve_basis(serves[0], bool(searched)),
                     )
                 )
-        for row, train_usd, serve_usd, total in found:
+        for row, train_usd, serve_usd, total, basis in found:
             rows.append(
                 WorkloadRow(
                     name,
@@ -481,9 +485,22 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
                     total / found[0][3],
                     row.label,
                     row,
+                    basis,
                 )
             )
     return rows
+
+
+def _serve_basis(row: Row, searched: bool) -> str:
+    """Where a workload's $/1M output tokens comes from, in words."""
+    runs = f"{len(row.records)} run{'s' if len(row.records) != 1 else ''}"
+    if not searched:
+        return f"the serve load as run ({row.label}; median of {runs})"
+    search = row.records[0]["metrics"]["slo_search"]
+    targets = ", ".join(f"{k} <= {v:g} s" for k, v in search["targets"].items())
+    found = [r["metrics"]["slo_search"]["max_rate_req_s"] for r in row.records]
+    rates = ", ".join("none" if rate is None else f"{rate:g}" for rate in found)
+    return f"SLO search: the highest rate within p{search['percentile']:g} {targets} ({rates} req/s; median of {runs})"
 
 
 def _searched(row: Row) -> bool:

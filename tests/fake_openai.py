@@ -10,7 +10,8 @@ seconds after it arrives, its first token after TTFT = --ttft-base + --ttft-per-
 x (requests in flight when it arrived, itself not counted), the other tokens spread
 evenly up to S. A request's duration does not depend on the load, so with arrivals 1/r
 apart a request finds ceil(r S) - 1 others in flight: the SLO TTFT <= a + b K holds up
-to the rate (K + 1) / S, which a test can know exactly.
+to the rate (K + 1) / S, which a test can know exactly. GET /stats reports the most
+requests held at once (peak_in_flight), the server's own view of a load's concurrency.
 
     python tests/fake_openai.py --port 8000 [--delay 0.005] [--fail-every 0] [--drop-every 0]
                                 [--hold S --ttft-base A --ttft-per-request B]
@@ -35,9 +36,12 @@ def make_handler(
     hold: float | None = None,
     ttft_base: float = 0.0,
     ttft_per_request: float = 0.0,
+    stats: dict | None = None,
 ):
     counter, lock = itertools.count(1), threading.Lock()
     in_flight = [0]
+    stats = stats if stats is not None else {}
+    stats["peak_in_flight"] = 0  # the most requests held at once (--hold), for tests
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -58,6 +62,9 @@ def make_handler(
                 self._json(200, {"status": "ok"})
             elif self.path == "/v1/models":
                 self._json(200, {"data": [{"id": MODEL, "owned_by": "fake-engine"}]})
+            elif self.path == "/stats":
+                with lock:
+                    self._json(200, dict(stats))
             elif self.path == "/version":
                 self._json(200, {"version": "fake-1.0"})
             else:
@@ -106,6 +113,7 @@ def make_handler(
             with lock:
                 others = in_flight[0]
                 in_flight[0] += 1
+                stats["peak_in_flight"] = max(stats["peak_in_flight"], in_flight[0])
             try:
                 ttft = ttft_base + ttft_per_request * others
                 self.send_response(200)
@@ -141,9 +149,11 @@ def serve(
     ttft_base: float = 0.0,
     ttft_per_request: float = 0.0,
 ) -> ThreadingHTTPServer:
-    handler = make_handler(delay, fail_every, drop_every, hold, ttft_base, ttft_per_request)
+    stats: dict = {}
+    handler = make_handler(delay, fail_every, drop_every, hold, ttft_base, ttft_per_request, stats)
     server = _Server(("127.0.0.1", port), handler)
     server.daemon_threads = True
+    server.stats = stats  # peak_in_flight: the most requests held at once (also GET /stats)
     return server
 
 

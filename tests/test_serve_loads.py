@@ -16,9 +16,9 @@ import pytest
 from harness.cost import load_catalog
 from harness.errors import SpecError
 from harness.loader import validate
-from harness.metrics import percentile, request_latencies
+from harness.metrics import percentile, request_latencies, slo_at_percentile
 from harness.serving.client import arrival_delays, rate_of
-from harness.serving.loads import drive
+from harness.serving.loads import drive, prompt_count
 from harness.spec import LoadSpec, Scenario, ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
@@ -91,6 +91,64 @@ def test_a_ramps_achieved_rate_rises_as_stated(loaded_fake):
     assert all(r["error"] is None for r in facts["requests"])
 
 
+# --------------------------------------------------------------------------- in flight
+def most_in_flight(requests: list[dict]) -> int:
+    """The most requests in flight at once, from their raw send and end timestamps (an
+    end at the same instant as a send frees its slot first)."""
+    events = sorted([(r["sent_s"], 1) for r in requests] + [(r["end_s"], -1) for r in requests])
+    level, most = 0, 0
+    for _, step in events:
+        level += step
+        most = max(most, level)
+    return most
+
+
+def test_max_concurrency_caps_an_open_loops_requests_in_flight():
+    """Poisson arrivals at 200 req/s against requests held 0.15 s: uncapped, several are
+    in flight at once; with max_concurrency 2, never more than 2 (the client's timestamps
+    and the server's own count agree), and the cap is reached."""
+    port = free_port()
+    server = fake_server(port, hold=0.15)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        seen = {}
+        for cap in (None, 2):
+            server.stats["peak_in_flight"] = 0
+            load = {"request_rate": 200, "seed": 1, **({"max_concurrency": cap} if cap else {})}
+            spec = serve_spec(port, num_requests=8, warmup_requests=0, output_tokens=2, load=load)
+            facts = asyncio.run(drive(url(port), bodies(8), spec, time.perf_counter()))
+            assert all(r["error"] is None for r in facts["requests"])
+            seen[cap] = most_in_flight(facts["requests"]), server.stats["peak_in_flight"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[None][0] > 2 and seen[None][1] > 2  # the rate alone would put more in flight
+    assert seen[2] == (2, 2)
+
+
+def test_a_concurrency_sweep_writes_one_record_per_point_with_one_sweep_id(tmp_path, loaded_fake):
+    """`sweep: {concurrency: [1, 2, 4]}` against the fake server: three records, one
+    sweep id, each point a closed loop that keeps exactly its concurrency in flight."""
+    block = (
+        f"  engine: endpoint\n  endpoint: {{base_url: '{url(loaded_fake, '')}'}}\n"
+        "  output_tokens: 2\n  num_requests: 4\n  warmup_requests: 1\n  sweep: {concurrency: [1, 2, 4]}\n"
+    )
+    path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "sweep.yaml")
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + done.stdout
+    records = sorted(records_in(tmp_path / "r"), key=lambda r: r["sweep"]["index"])
+    assert [r["status"] for r in records] == ["ok"] * 3
+    assert len({r["sweep"]["id"] for r in records}) == 1 and records[0]["sweep"]["id"]
+    assert len({r["run_key"] for r in records}) == 3
+    assert [r["sweep"]["value"] for r in records] == [r["scenario"]["cell"]["serve.load.concurrency"] for r in records]
+    assert [r["sweep"]["value"] for r in records] == [1, 2, 4]
+    for r in records:
+        measured = record_requests(r)
+        assert len(measured) == 4 and all(q["error"] is None for q in measured)
+        assert most_in_flight(measured) == r["sweep"]["value"]
+        check_definitions(r)
+
+
 # --------------------------------------------------------------------------- bounds
 def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
     """A sweep whose first point alone would take 10 s, and a search, each limited to
@@ -119,10 +177,35 @@ def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
         slo={"ttft_s": TTFT_TARGET, "percentile": 90},
         slo_search={"low": 1, "high": 100, "tolerance": 0.01, "max_steps": 98, "max_duration_s": 1.5},
     )
-    facts = asyncio.run(drive(url(loaded_fake), bodies(2000), spec, time.perf_counter()))
+    facts = asyncio.run(drive(url(loaded_fake), bodies(prompt_count(spec)), spec, time.perf_counter()))
     assert time.perf_counter() - started < 1.5 + HOLD + 1.0
     assert facts["slo_search"]["stopped"] == "max_duration_s"
-    assert sum(len(p["requests"]) for p in facts["slo_search"]["points"]) <= (2 + 98) * 20
+    # low (1 req/s) cannot send 20 requests in 1.5 s: its probe is cut short, no other runs
+    (probe,) = facts["slo_search"]["points"]
+    assert probe["rate"] == 1 and probe["met"] is None and len(probe["requests"]) == 20
+    assert any(r["error"] and r["error"].startswith("not sent") for r in probe["requests"])
+
+
+def test_a_search_stops_at_max_steps_within_the_requests_it_promises(loaded_fake):
+    """(2 + max_steps) x num_requests measured requests at most, each with a prompt of its
+    own: low and high, then two bisection steps, though the bracket is still wide."""
+    spec = serve_spec(
+        loaded_fake,
+        num_requests=8,
+        warmup_requests=1,
+        output_tokens=2,
+        load={"arrival": "gamma", "burstiness": 1000},
+        slo={"ttft_s": TTFT_TARGET, "percentile": 90},
+        slo_search={"low": 10, "high": 100, "tolerance": 0.01, "max_steps": 2},
+    )
+    assert prompt_count(spec) == 1 + (2 + 2) * 8
+    facts = asyncio.run(drive(url(loaded_fake), bodies(prompt_count(spec)), spec, time.perf_counter()))
+    search = facts["slo_search"]
+    assert search["stopped"] == "max_steps" and search["bisection_steps"] == 2
+    assert [p["rate"] for p in search["points"]] == [10, 100, 55, 32.5]  # 10 met, the rest not
+    assert [p["met"] for p in search["points"]] == [True, False, False, False]
+    indices = [r["index"] for p in search["points"] for r in p["requests"]]
+    assert len(indices) == (2 + 2) * 8 and sorted(indices) == list(range(1, prompt_count(spec)))
 
 
 # --------------------------------------------------------------------------- SLO search
@@ -237,6 +320,21 @@ def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
         ({"prompts": {"source": "synthetic", "turns": 3}}, "turns"),
         ({"output_tokens": 8, "output_tokens_max": 4}, "output_tokens_max"),
         ({"output_tokens_max": 80, "force_output_length": False}, "output_tokens_max"),
+        # a seed where nothing is drawn: a closed loop, the default one, a concurrency sweep
+        ({"load": {"concurrency": 4, "seed": 1}}, "load.seed"),
+        ({"load": {"seed": 0}}, "load.seed"),
+        ({"sweep": {"concurrency": [1, 2]}, "load": {"seed": 3}}, "load.seed"),
+        # request fields bench sets itself: extra_body adds fields, never overrides these
+        ({"extra_body": {"max_tokens": 8}}, "extra_body.max_tokens: bench owns this request field (output_tokens)"),
+        ({"extra_body": {"min_tokens": 8}}, "extra_body.min_tokens"),
+        ({"extra_body": {"ignore_eos": False}}, "extra_body.ignore_eos: bench owns this request field (force_"),
+        ({"extra_body": {"ignore_eos": True}, "force_output_length": False}, "extra_body.ignore_eos"),
+        ({"extra_body": {"stream": False}}, "extra_body.stream"),
+        ({"extra_body": {"stream_options": {}}}, "extra_body.stream_options"),
+        ({"extra_body": {"model": "m"}}, "extra_body.model: bench owns this request field (endpoint.model"),
+        ({"extra_body": {"prompt": "p"}}, "extra_body.prompt"),
+        ({"extra_body": {"messages": []}}, "extra_body.messages"),
+        ({"extra_body": {"temperature": 0.7, "top_k": 1}}, "extra_body.temperature"),
     ],
 )
 def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
@@ -248,6 +346,38 @@ def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
     with pytest.raises(SpecError) as err:
         validate(doc, "s.yaml")
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "serve",
+    [
+        {"load": {"request_rate": 2, "seed": 5}},
+        {"load": {"ramp": {"start_rate": 1, "end_rate": 2}, "seed": 5}},
+        {"sweep": {"request_rate": [1, 2]}, "load": {"seed": 5}},
+        {
+            "slo_search": {"low": 1, "high": 4, "tolerance": 1},
+            "slo": {"ttft_s": 1, "percentile": 90},
+            "load": {"seed": 5},
+        },
+        {"load": {"concurrency": 2}, "extra_body": {"top_k": 1, "repetition_penalty": 1.1}},
+    ],
+)
+def test_seeds_of_open_loops_and_extra_request_fields_are_accepted(serve):
+    """The refusals above are narrow: a seed where arrivals are drawn, and extra_body
+    fields bench does not set, are taken, and sent."""
+    from harness.serving.client import request_body
+
+    doc = {"name": "x", "serve": {"engine": "endpoint", "endpoint": {"base_url": "http://127.0.0.1:1/v1"}, **serve}}
+    spec = validate(doc, "s.yaml").serve
+    assert spec.load.seed == serve.get("load", {}).get("seed")
+    body = request_body("completions", "m", {"text": "hi"}, spec)
+    assert {k: body[k] for k in spec.extra_body} == serve.get("extra_body", {})
+    assert body["max_tokens"] == spec.output_tokens and body["ignore_eos"] is True
+
+
+def test_an_open_loops_seed_is_used_and_is_0_when_not_given():
+    assert arrival_delays(5, LoadSpec(request_rate=2)) == arrival_delays(5, LoadSpec(request_rate=2, seed=0))
+    assert arrival_delays(5, LoadSpec(request_rate=2)) != arrival_delays(5, LoadSpec(request_rate=2, seed=5))
 
 
 def test_the_local_engine_refuses_more_than_one_request_in_flight():
@@ -342,3 +472,127 @@ def bodies(n: int) -> list[dict]:
 
 def serve_spec(port: int, **fields) -> ServeSpec:
     return ServeSpec(engine="endpoint", endpoint={"base_url": url(port, "")}, **fields)
+
+
+# --------------------------------------------------------------------------- report
+# Serve records as a run writes them: raw requests with known latencies, the metrics and
+# $ computed from them by the harness's own functions (tests/records.py for the rest).
+REPORT_SLO = {"ttft_s": 0.15, "tpot_s": 0.05, "e2el_s": None, "percentile": 90}
+WORKLOAD = {"fine_tunes": 2, "fine_tune_tokens_millions": 0.9, "served_tokens_millions": 100}
+
+
+def timed_requests(rate: float, first: int, n: int = 10, tokens: int = 5) -> list[dict]:
+    """n requests 1/rate apart whose TTFT and TPOT grow with the rate and the request."""
+    out = []
+    for i in range(n):
+        sent, ttft, tpot = i / rate, 0.02 * rate * (1 + i / 2 / n), 0.005 * rate * (1 + i / 2 / n)
+        chunks = [sent + ttft + k * tpot for k in range(tokens)]
+        out.append(
+            {
+                "index": first + i,
+                "warmup": False,
+                "sent_s": sent,
+                "chunk_s": chunks,
+                "end_s": chunks[-1] + 0.001,
+                "prompt_tokens": 10,
+                "output_tokens": tokens,
+                "status": 200,
+                "error": None,
+            }
+        )
+    return out
+
+
+def serve_record(raw: dict, search: dict | None = None, **kwargs) -> dict:
+    import copy
+
+    from harness.cost import price_for, serving_cost
+    from harness.metrics import serving_metrics, slo_search_summary
+
+    from records import make_record
+
+    record = make_record([0.5] * 4, **kwargs)
+    requests = raw["requests"]
+    if search is not None:
+        summary_, requests = slo_search_summary({**raw, "slo_search": search}, REPORT_SLO)
+        raw = {**raw, "slo_search": search}
+    metrics = serving_metrics({**raw, "requests": requests}, REPORT_SLO)
+    metrics["output_tok_s_per_chip"] = metrics["output_throughput_tok_s"]
+    if search is not None:
+        metrics["slo_search"] = summary_
+    record.update(task="serve", raw=raw, metrics=metrics)
+    record["cost"] = serving_cost(metrics, 1, price_for(record["accelerator"]["catalog_key"], None, load_catalog()))
+    record["scenario"]["resolved"]["workload"] = copy.deepcopy(WORKLOAD)
+    record["scenario"]["resolved"]["serve"] = {"slo": REPORT_SLO, "slo_search": {"low": 2} if search else None}
+    return record
+
+
+def search_record(rates=(2, 4, 8)) -> dict:
+    points, first = [], 0
+    for rate in rates:
+        requests = timed_requests(rate, first)
+        first += len(requests)
+        points.append({"rate": rate, "requests": requests, "met": None, "values": {}})
+    for p in points:  # the search's own verdicts, as loads.py records them
+        p["met"] = slo_at_percentile(p["requests"], REPORT_SLO)["met"]
+    search = {"points": points, "stopped": "tolerance", "bracket": [4, 8], "bisection_steps": 0}
+    return serve_record({"requests": []}, search, name="tiny")
+
+
+def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
+    """A train record, a serve run at one load and an SLO search on the same accelerator:
+    the workload's $/1M output tokens is the search's (at the highest rate within the
+    SLO), and its basis says so; without the search, the load as run, saying that."""
+    from reports.model import _workloads
+
+    from records import make_record
+
+    train = make_record([0.5] * 4, name="tiny")
+    train["scenario"]["resolved"]["workload"] = dict(WORKLOAD)
+    plain = serve_record({"requests": timed_requests(20, 0)}, name="tiny")
+    search = search_record()
+    assert search["metrics"]["slo_search"]["max_rate_req_s"] == 4  # 2 and 4 meet p90 TTFT <= 0.15 s, 8 not
+    searched, as_run = search["cost"]["usd_per_1m_output_tokens"], plain["cost"]["usd_per_1m_output_tokens"]
+    assert searched != pytest.approx(as_run)  # the two figures can be told apart
+
+    (row,) = _workloads([train, plain, search])
+    assert row.serve_usd_per_1m == pytest.approx(searched)
+    assert row.total_usd == pytest.approx(row.train_usd * 2 + 100 * searched)
+    assert row.serve_basis.startswith("SLO search: the highest rate within p90 ttft_s <= 0.15 s, tpot_s <= 0.05 s")
+    assert "(4 req/s; median of 1 run)" in row.serve_basis
+
+    (row,) = _workloads([train, plain])
+    assert row.serve_usd_per_1m == pytest.approx(as_run)
+    assert row.serve_basis.startswith("the serve load as run")
+
+
+def test_the_serving_plots_draw_ttft_and_tpot_percentiles_with_the_slo_lines():
+    """reports.plots.figures on an SLO search's record: TTFT and TPOT against request rate,
+    p50/p90/p99 of each probe's requests at its rate, and each SLO target a horizontal line."""
+    from html import unescape
+
+    from harness.metrics import percentile as pct
+    from reports.model import build
+    from reports.plots import figures
+
+    record = search_record()
+    plots = dict(figures(build([record]))[""])
+    points = record["raw"]["slo_search"]["points"]
+    for metric, target in (("ttft_s", 0.15), ("tpot_s", 0.05)):
+        fig = plots[f"{metric.removesuffix('_s').upper()} percentiles vs request rate, SLO drawn"]
+        traces = {t.name.rsplit(" ", 1)[-1]: t for t in fig.data}
+        assert sorted(traces) == ["p50", "p90", "p99"]
+        for p, trace in traces.items():
+            assert list(trace.x) == [2, 4, 8]
+            expected = [pct([request_latencies(r)[metric] for r in q["requests"]], int(p[1:])) for q in points]
+            assert list(trace.y) == pytest.approx(expected)
+        (line,) = fig.layout.shapes
+        assert line.type == "line" and line.y0 == line.y1 == target
+        assert line.xref == "x domain" and (line.x0, line.x1) == (0, 1)  # across the whole plot
+        (note,) = fig.layout.annotations
+        assert unescape(note.text) == f"SLO {metric} <= {target:g} s at p90"  # escaped for plotly
+    # no SLO target on a metric: no line
+    record["metrics"]["slo"] = {**REPORT_SLO, "tpot_s": None}
+    plots = dict(figures(build([record]))[""])
+    assert len(plots["TTFT percentiles vs request rate, SLO drawn"].layout.shapes) == 1
+    assert len(plots["TPOT percentiles vs request rate, SLO drawn"].layout.shapes) == 0

@@ -174,7 +174,7 @@ def arrival_delays(count: int, load) -> list[float]:
     for gamma with burstiness B (mean 1/rate, coefficient of variation 1/sqrt(B))."""
     if not load.open_loop:
         return [0.0] * count
-    rng = random.Random(load.seed)
+    rng = random.Random(load.seed or 0)  # 0 when not given
     delays, t = [], 0.0
     for i in range(count):
         delays.append(t)
