@@ -1,11 +1,12 @@
 """The offline install, for real: the wheel set downloaded into a folder (from the
 index here, as on a connected machine), installed from that folder alone into an empty
 --target directory with no index, then everything the backends import imported from
-there by an interpreter that has the image-typical packages but no bench, no pydantic."""
+there by an interpreter that has only the image-typical packages: no bench, no pydantic."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -32,6 +33,40 @@ def run(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess
     return subprocess.run(
         list(args), capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, **(env or {})}
     )
+
+
+def image_only_site(tmp_path: Path) -> Path:
+    """A site folder holding only this venv's image-typical distributions (offline.IMAGE
+    and what they require, not their extras), less every distribution the wheel set ships
+    (a stock image has no pydantic even where its transformers' typer would pull it): the
+    image the check imports beside the target, so that nothing the wheel set lacks can
+    come from the rest of the venv."""
+    from importlib import metadata
+
+    shipped = {offline.normalize(w[0]) for w in offline.WHEELS} | {"bench"}
+    by_name = {offline.normalize(d.metadata["Name"]): d for d in metadata.distributions()}
+    by_name = {name: dist for name, dist in by_name.items() if name not in shipped}
+    wanted: set[str] = set()
+    todo = [name for name in offline.IMAGE if name in by_name]
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        for requirement in by_name[name].requires or []:
+            if "extra ==" not in requirement:
+                dep = offline.normalize(re.match(r"[A-Za-z0-9._-]+", requirement).group(0))
+                todo += [dep] if dep in by_name else []
+    site = tmp_path / "image-site"
+    site.mkdir()
+    for name in wanted:
+        for file in by_name[name].files or []:
+            top = file.parts[0]
+            if top != ".." and not top.endswith(".pth") and (Path(SITE) / top).exists():
+                if not (site / top).exists():
+                    (site / top).symlink_to(Path(SITE) / top)
+    assert not (site / "pydantic").exists() and not (site / "harness").exists() and (site / "torch").exists()
+    return site
 
 
 def test_stdlib_only_module_runs_without_pydantic():
@@ -80,7 +115,7 @@ def test_download_install_without_an_index_and_import_from_the_target(tmp_path):
         str(target),
         "--python",
         base_python(),
-        env={"PYTHONPATH": SITE},
+        env={"PYTHONPATH": str(image_only_site(tmp_path))},
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert f"bench from {target}" in done.stdout, done.stdout
