@@ -673,6 +673,14 @@ class ServeSpec(Section):
             raise ValueError("endpoint: engine: endpoint needs an endpoint section (base_url)")
         if self.engine == "launch" and self.launch is None:
             raise ValueError("launch: engine: launch needs a launch section (command)")
+        # Sections and fields another engine would use are refused, not ignored.
+        for section in ("endpoint", "launch"):
+            if getattr(self, section) is not None and self.engine != section:
+                raise ValueError(f"{section}: only engine: {section} uses it (engine is {self.engine})")
+        if self.engine == "local" and self.extra_body:
+            raise ValueError("extra_body: the local engine sends no HTTP request (engine: endpoint or launch do)")
+        if self.engine == "local" and self.api != "completions":
+            raise ValueError("api: the local engine generates from the prompt text; chat is for endpoint or launch")
         if self.output_tokens_max is not None:
             if self.output_tokens_max < self.output_tokens:
                 raise ValueError(

@@ -166,8 +166,8 @@ def markdown(report: Report) -> str:
             "## Train + serve workload",
             "",
             "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
-            "$/1M output tokens | workload $ | ratio to first |",
-            "|---|---|---|---|---|---|---|---|",
+            "$/1M output tokens | workload $ | ratio to first | serve $ from |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         out += [
             "| "
@@ -182,6 +182,7 @@ def markdown(report: Report) -> str:
                     f"{w.serve_usd_per_1m:.4g}",
                     f"{w.total_usd:.4g}",
                     f"{w.ratio_to_first:.3f}",
+                    w.serve_basis,
                 )
             )
             + " |"

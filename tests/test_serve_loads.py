@@ -335,6 +335,8 @@ def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
         ({"extra_body": {"prompt": "p"}}, "extra_body.prompt"),
         ({"extra_body": {"messages": []}}, "extra_body.messages"),
         ({"extra_body": {"temperature": 0.7, "top_k": 1}}, "extra_body.temperature"),
+        ({"engine": "local"}, "endpoint"),  # another engine's section is refused, not ignored
+        ({"launch": {"command": ["serve"]}}, "launch"),
     ],
 )
 def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
@@ -346,6 +348,13 @@ def test_invalid_load_combinations_are_refused_naming_the_field(serve, field):
     with pytest.raises(SpecError) as err:
         validate(doc, "s.yaml")
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("serve, field", [({"extra_body": {"top_k": 1}}, "extra_body"), ({"api": "chat"}, "api")])
+def test_the_local_engine_refuses_what_only_an_http_server_would_use(serve, field):
+    with pytest.raises(SpecError) as err:
+        validate({"name": "x", "tasks": ["serve"], "serve": {"engine": "local", **serve}}, "s.yaml")
+    assert f"serve.{field}:" in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -560,6 +569,10 @@ def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
     assert row.total_usd == pytest.approx(row.train_usd * 2 + 100 * searched)
     assert row.serve_basis.startswith("SLO search: the highest rate within p90 ttft_s <= 0.15 s, tpot_s <= 0.05 s")
     assert "(4 req/s; median of 1 run)" in row.serve_basis
+    from reports.model import build
+    from reports.render import markdown, md_cell
+
+    assert md_cell(row.serve_basis) in markdown(build([train, plain, search]))  # the report says which $ it used
 
     (row,) = _workloads([train, plain])
     assert row.serve_usd_per_1m == pytest.approx(as_run)
