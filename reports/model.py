@@ -6,48 +6,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.errors import SpecError
+from harness import tasks
+from harness.errors import BenchError, SpecError
 from harness.metrics import across_runs
+from harness.tasks.base import Column
 from reports import compare, factors, stats
 from reports import serving as serve_report
 
 
-def _m(key: str, stat: str | None = None) -> Callable[[dict[str, Any]], Any]:
-    """A record's metric (or one statistic of a metric's summary)."""
-    if stat is None:
-        return lambda r: r["metrics"].get(key)
-    return lambda r: (r["metrics"].get(key) or {}).get(stat)
+def _columns(layout: str) -> list[Column]:
+    """The report columns of the task whose records this layout shows (harness.tasks)."""
+    owners = [task for task in tasks.loaded() if task.report_layout == layout]
+    if len(owners) != 1:
+        raise BenchError(f"report layout {layout!r} needs exactly one task, has {[t.name for t in owners]}")
+    return owners[0].report_columns
 
 
-def _c(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda r: (r.get("cost") or {}).get(key)
+def layout_of(record: dict[str, Any]) -> str:
+    """Which part of the report shows a record: its task's layout."""
+    return tasks.of(record).report_layout
 
 
-@dataclass(frozen=True)
-class Column:
-    header: str
-    spec: str
-    value: Callable[[dict[str, Any]], Any]  # one record's figure; a row shows the median over runs
-    compiles: bool = False  # "n/a (eager)" where the backend compiles nothing
+def _over_runs(column: Column) -> Callable[[list[dict[str, Any]]], Any]:
+    if column.over_runs == "sum":
+        return lambda rs: sum(column.value(r) for r in rs)
+    return lambda rs: across_runs(column.value(r) for r in rs)
 
 
-SUMMARY_COLUMNS: list[Column] = [
-    Column("step median (s)", ".4g", _m("step_time_s", "median")),
-    Column("step p90 (s)", ".4g", _m("step_time_s", "p90")),
-    Column("compile (s)", ".3g", _m("compile_time_s"), compiles=True),
-    Column("recompiles", ".3g", _m("num_recompiles"), compiles=True),
-    Column("tok/s real (steady)", ".4g", _m("tokens_per_s_real")),
-    Column("tok/s real effective", ".4g", _m("tokens_per_s_real_effective")),
-    Column("tok/s padded", ".4g", _m("tokens_per_s_padded")),
-    Column("tok/s real per chip", ".4g", _m("tokens_per_s_real_per_chip")),
-    Column("MFU", ".2%", _m("mfu")),
-    Column("peak mem (GiB)", ".3g", _m("peak_memory_gib")),
-    Column("$/1M real tok (steady)", ".4g", _c("usd_per_1m_tokens_real")),
-    Column("$ setup", ".3g", _c("usd_setup")),
-    Column("$ warm-up (compile)", ".3g", _c("usd_warmup")),
-    Column("$ steady state", ".3g", _c("usd_steady_state")),
-    Column("$/run total", ".3g", _c("usd_run")),
-]
+# The comparisons' rows (a train run's figures); a row shows the median over its runs.
+SUMMARY_COLUMNS: list[Column] = _columns("comparisons")
 SUMMARY_HEADERS = ["runs", *(c.header for c in SUMMARY_COLUMNS)]
 COST_NOTE = (
     "$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
@@ -56,22 +43,9 @@ COST_NOTE = (
 )
 
 
-def _lat(name: str, stat: str):
-    return lambda rs: across_runs((r["metrics"].get(name) or {}).get(stat) for r in rs)
-
-
 SERVE_COLUMNS: list[tuple[str, str, Any]] = [
     ("runs", "d", lambda rs: len(rs)),
-    ("TTFT median (s)", ".4g", _lat("ttft_s", "median")),
-    ("TTFT p99 (s)", ".4g", _lat("ttft_s", "p99")),
-    ("TPOT median (s)", ".4g", _lat("tpot_s", "median")),
-    ("ITL p99 (s)", ".4g", _lat("itl_s", "p99")),
-    ("E2EL median (s)", ".4g", _lat("e2el_s", "median")),
-    ("output tok/s", ".4g", lambda rs: across_runs(r["metrics"]["output_throughput_tok_s"] for r in rs)),
-    ("req/s", ".4g", lambda rs: across_runs(r["metrics"]["request_throughput_req_s"] for r in rs)),
-    ("goodput req/s", ".4g", lambda rs: across_runs(r["metrics"]["goodput_req_s"] for r in rs)),
-    ("errors", "d", lambda rs: sum(r["metrics"]["num_errors"] for r in rs)),
-    ("$/1M out tok", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in rs)),
+    *((c.header, c.spec, _over_runs(c)) for c in _columns("serving")),
 ]
 
 
@@ -310,8 +284,8 @@ def _telling_apart(hits: list[Row]) -> str:
 def build(
     records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
 ) -> Report:
-    serving = _serving_rows([r for r in records if r["status"] == "ok" and r.get("task") == "serve"])
-    ok = [r for r in records if r["status"] == "ok" and r.get("task", "train") == "train"]
+    serving = _serving_rows([r for r in records if r["status"] == "ok" and layout_of(r) == "serving"])
+    ok = [r for r in records if r["status"] == "ok" and layout_of(r) == "comparisons"]
     names = sorted({r["scenario"]["name"] for r in ok})
     rows_by_scenario = {name: _rows([r for r in ok if r["scenario"]["name"] == name]) for name in names}
     chosen = select(rows_by_scenario, baseline, "--baseline") if baseline else {}
@@ -440,9 +414,9 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
     from harness.cost import fine_tune_cost, workload_cost
 
     rows: list[WorkloadRow] = []
-    serving = _serving_groups([r for r in records if r.get("task") == "serve"])
+    serving = _serving_groups([r for r in records if layout_of(r) == "serving"])
     for name in sorted({r["scenario"]["name"] for r in records}):
-        train = [r for r in records if r["scenario"]["name"] == name and r.get("task", "train") == "train"]
+        train = [r for r in records if r["scenario"]["name"] == name and layout_of(r) == "comparisons"]
         spec = (train or [{}])[0].get("scenario", {}).get("resolved", {}).get("workload")
         if not spec or not spec.get("fine_tune_tokens_millions"):
             continue  # records from before the fine-tune size was stated priced the benchmark run

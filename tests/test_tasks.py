@@ -1,0 +1,59 @@
+"""Tasks are plug-ins: a task defined outside the core (tests/echo_task.py), registered
+with one line, runs through the runner's machinery (a real worker process) to a record,
+a summary row, a gate budget and a report, without a change to any core file."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from rich.console import Console
+
+from harness import tasks
+from harness.backend import Probe
+from harness.registry import ProbeResult
+
+from conftest import ROOT, TINY, write_scenario
+
+
+@pytest.fixture
+def echo(monkeypatch):
+    monkeypatch.setattr(tasks, "_TARGETS", dict(tasks._TARGETS))
+    monkeypatch.setattr(tasks, "_LOADED", dict(tasks._LOADED))
+    # The worker imports the plug-in by name: its folder must be importable there too.
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    tasks.register("echo", "echo_task:TASK")  # the one registration line
+
+
+class Quiet:
+    def skipped(self, *args): ...
+    def start(self, *args): ...
+    def event(self, event): ...
+    def finish(self, record): ...
+
+
+def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
+    from harness.display import summary_table
+    from harness.gate import AbsoluteBudget, absolute_checks, group_records
+    from harness.runner import RunRequest, run_sweep
+    from reports.model import build
+
+    scenario = write_scenario(tmp_path, TINY + "tasks: [echo]\n")
+    probed = ProbeResult(
+        "torch", sys.executable, Probe(True, device_kind="cpu", device_name="test cpu", device_count=1)
+    )
+    request = RunRequest(str(scenario), backend="torch", results_dir=tmp_path / "results", probed=probed)
+    result = run_sweep(request, Quiet())
+    (record,) = result.records
+    assert record["status"] == "ok", record["failure"]
+    assert record["task"] == "echo" and record["backend"]["name"] == "torch" and record["plan"] is None
+    assert record["metrics"] == {"num_words": 9}  # "tiny Gemma 3 LoRA fine-tune on synthetic function-calling chats"
+    console = Console(width=200, record=True)
+    console.print(summary_table([record]))
+    assert "tiny default r0 echo" in console.export_text()
+    budgets = [AbsoluteBudget(metric="num_words", min=3), AbsoluteBudget(metric="step_time_s", max=1)]
+    (check,) = absolute_checks(group_records([record]), budgets)  # the train budget is not applied
+    assert (check.metric, check.verdict, check.measured) == ("num_words", "pass", 9)
+    report = build([record])
+    assert report.failed == [] and report.runs == [record]
