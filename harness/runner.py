@@ -325,6 +325,7 @@ def execute_run(
             "plan": plan.model_dump(mode="json") if plan is not None else None,
             "facts_path": str(facts_path),
             "trace_dir": str(trace_dir) if trace_dir is not None else None,
+            **tasks.get(task).job_fields(run),
         }
         job_path.write_text(json.dumps(job))
         launch = tasks.get(task).launch_prefix(info, plan)

@@ -627,7 +627,8 @@ class LaunchSpec(Section):
 class ServeSpec(Section):
     # local: in-process generation with transformers (one request at a time);
     # endpoint: an existing OpenAI-compatible server; launch: one the harness starts.
-    engine: Literal["local", "endpoint", "launch"] = "local"
+    # (harness/serving/engines.py: the registry; a plug-in engine is registered there)
+    engine: str = "local"
     endpoint: EndpointSpec | None = None
     launch: LaunchSpec | None = None
     api: Literal["completions", "chat"] = "completions"
@@ -651,6 +652,15 @@ class ServeSpec(Section):
     # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
     # local and launch default to this machine's device.
     accelerator: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from harness.serving import engines  # the registry only: no engine is imported
+
+        if value not in engines.names():
+            raise ValueError(f"unknown engine {value!r} (known: {', '.join(engines.names())})")
+        return value
 
     @model_validator(mode="after")
     def _engine_has_its_section(self) -> "ServeSpec":

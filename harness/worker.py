@@ -93,6 +93,7 @@ def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any
     # The parent registered the task; a plug-in's registration reaches this process by name.
     tasks.register(job["task"], job["task_target"])
     task = tasks.get(job["task"])
+    task.prepare_worker(job)
     scenario = Scenario.model_validate(job["scenario"])
     facts = task.execute(job, scenario, events, held)
     facts["machine"] = machine_state(load_before)

@@ -12,6 +12,7 @@ from rich.console import Console
 from harness import tasks
 from harness.backend import Probe
 from harness.registry import ProbeResult
+from harness.serving import engines
 
 from conftest import ROOT, TINY, write_scenario
 
@@ -57,3 +58,30 @@ def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
     assert (check.metric, check.verdict, check.measured) == ("num_words", "pass", 9)
     report = build([record])
     assert report.failed == [] and report.runs == [record]
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    monkeypatch.setattr(engines, "_TARGETS", dict(engines._TARGETS))
+    monkeypatch.setattr(engines, "_LOADED", dict(engines._LOADED))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
+    monkeypatch.syspath_prepend(str(ROOT / "tests"))
+    engines.register("fake", "fake_engine:ENGINE")  # the one registration line
+
+
+def test_a_registered_engine_serves_through_the_serve_task(tmp_path, fake_engine):
+    from harness.runner import RunRequest, run_sweep
+
+    block = "serve: {engine: fake, output_tokens: 5, num_requests: 3, warmup_requests: 1}\n"
+    scenario = write_scenario(tmp_path, TINY + "tasks: [serve]\n" + block)
+    probed = ProbeResult(
+        "torch", sys.executable, Probe(True, device_kind="cpu", device_name="test cpu", device_count=1)
+    )
+    request = RunRequest(str(scenario), backend="torch", results_dir=tmp_path / "results", probed=probed)
+    (record,) = run_sweep(request, Quiet()).records
+    assert record["status"] == "ok", record["failure"]
+    assert record["backend"]["name"] == "serve-fake" and record["raw"]["engine"] == "fake"
+    assert record["accelerator"]["name"] == "fake"
+    metrics = record["metrics"]
+    assert metrics["num_completed"] == 3 and metrics["num_errors"] == 0
+    assert metrics["ttft_s"]["median"] == pytest.approx(0.25) and metrics["tpot_s"]["median"] == pytest.approx(0.125)

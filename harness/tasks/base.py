@@ -83,6 +83,13 @@ class Task:
         return None
 
     # ------------------------------------------------------------------ worker, record
+    def job_fields(self, run) -> dict[str, Any]:
+        """What its worker needs beyond the scenario and plan (a plug-in's name)."""
+        return {}
+
+    def prepare_worker(self, job: dict[str, Any]) -> None:
+        """In the worker, before the scenario is read: register the plug-ins it names."""
+
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
         """In the worker: do the work, return raw facts (no statistics). Anything that
         must be torn down afterwards (a backend) is appended to `held`."""

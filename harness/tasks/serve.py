@@ -13,7 +13,7 @@ from rich.text import Text
 from harness import cost as cost_model
 from harness import metrics as metric_fns
 from harness.gate_metrics import GateMetric, _metric
-from harness.serving import points
+from harness.serving import engines, points
 from harness.tasks.base import Column, Task, fmt
 
 
@@ -65,6 +65,14 @@ class ServeTask(Task):
         return points.split(run, key, outcome)
 
     # ------------------------------------------------------------------ worker
+    def job_fields(self, run) -> dict[str, Any]:
+        name = run.scenario.serve.engine
+        return {"engine": name, "engine_target": engines.target(name)}
+
+    def prepare_worker(self, job: dict[str, Any]) -> None:
+        # A plug-in engine registered in the parent reaches the worker by name.
+        engines.register(job["engine"], job["engine_target"])
+
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
         from harness.serving.run import execute_serve
 
