@@ -32,12 +32,17 @@ from backends.hf_common.model import (
     parameter_dtypes,
     token_loss_sum,
 )
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend
 from harness.loop import run_steps
 from harness.provenance import cpu_name
 
 
-class FsdpBackend(Backend):
+class FsdpBackend(StepBackend):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_rank_times: list[list[float]] | None = None  # every rank's step times, after run
+        self.fed_by_step: dict[int, list] = {}  # sft_trainer mode: rows collated, by step
+
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():
@@ -317,7 +322,7 @@ class FsdpBackend(Backend):
             "num_params_total": len(params),
             "placements": sorted({str(p.placements) for p in sharded}),
             "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
-            "per_rank_step_time_s": getattr(self, "per_rank_times", None),
+            "per_rank_step_time_s": self.per_rank_times,
             "per_rank_host": self._per_rank_hosts(),
             "mode": self.options.mode,
             "compile": self.options.compile,

@@ -24,11 +24,11 @@ from backends.hf_common.model import (
     parameter_dtypes,
     token_loss_sum,
 )
-from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
+from harness.backend import MemoryFacts, ModelFacts, Probe, StepBackend
 from harness.provenance import cpu_name
 
 
-class TorchBackend(Backend):
+class TorchBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():

@@ -37,7 +37,7 @@ from backends.hf_common.model import (
     token_loss_sum,
 )
 from harness.accelerators import on_tpu_vm
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend
 from harness.provenance import cpu_name
 
 
@@ -60,7 +60,7 @@ def row_split_of(tensor) -> int:
     return int(match.group(1)) if match and "replicated" not in spec else 1
 
 
-class XlaBackend(Backend):
+class XlaBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         configure_runtime(1)  # a CPU is one device; runs ask for virtual ones (parallel.devices)

@@ -107,17 +107,20 @@ class TrainTask(Task):
         started_at = time.time()
         info = get(job["backend"])
         plan = Plan.model_validate(job["plan"])
-        backend = info.load()(scenario, plan, options_for(info, scenario), events)
+        injected = faults.for_run(scenario)
+        backend = info.load()(
+            scenario, plan, options_for(info, scenario), events, trace_dir=job.get("trace_dir"), faults=injected
+        )
         held.append(backend)
-        faults.arm(backend, scenario)
         events.phase("setup")
+        if injected is not None:
+            injected.before_setup()
         model = backend.setup()
         setup_s = time.perf_counter() - events.origin
         events.phase("data")
-        backend.batches = build_batches(scenario, plan.rows_per_forward)
+        backend.use_batches(build_batches(scenario, plan.rows_per_forward))
         _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
         events.phase("steps")
-        backend.trace_dir = job.get("trace_dir")  # harness.trace: where a traced run writes
         loop = backend.run()
         facts = {
             "started_at": started_at,
@@ -136,7 +139,7 @@ class TrainTask(Task):
         if scenario.trace is not None:  # read back after the run: no step pays for it
             from harness.trace import collect
 
-            facts["trace"] = collect(backend)
+            facts["trace"] = collect(loop, backend.trace_dir)
         facts["wall_s"] = time.perf_counter() - events.origin
         return facts
 
