@@ -77,14 +77,15 @@ class BackendInfo:
     options: type[BackendOptions]
     load: Callable[[], type["Backend"]]  # imports the framework; call only in a worker
     # Auto-selection: the available backend with the highest priority on an
-    # accelerator wins; `torch` (priority 0) is the default anywhere.
+    # accelerator wins; where none has one, the available backend with the lowest
+    # priority (the least specialised: `torch`, 0) runs on the CPU.
     priority: int = 0
     # Environment for the worker; e.g. USE_TORCH_XLA=0 keeps an installed torch_xla
     # from taking over transformers in a non-XLA run (platform-notes.md).
     env: dict[str, str] = field(default_factory=dict)
-    # Interpreter arguments that launch the worker module, e.g. torchrun's
-    # ["-m", "torch.distributed.run", "--nproc-per-node", "2"]; None: plain python.
-    launch: Callable[[Any], list[str]] | None = None
+    # How its workers are started (harness/launchers.py): "single" (one process) or
+    # "torchrun" (one per device).
+    launcher: str = "single"
     capabilities: Capabilities = field(default_factory=Capabilities)
 
 

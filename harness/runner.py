@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import hosts, registry, tasks
+from harness import hosts, launchers, registry, tasks
 from harness import plan as plans
 from harness.cost import load_catalog, price_for
 from harness.errors import BenchError, SpecError
@@ -317,6 +317,7 @@ def execute_run(
         job_path, facts_path, log_path, events_path = (
             Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl")
         )
+        launcher = launchers.get(tasks.get(task).launcher(info))
         job = {
             "backend": chosen.name,
             "task": task,
@@ -325,14 +326,14 @@ def execute_run(
             "plan": plan.model_dump(mode="json") if plan is not None else None,
             "facts_path": str(facts_path),
             "trace_dir": str(trace_dir) if trace_dir is not None else None,
+            "launcher": launcher.name,  # how the worker learns its rank and where it writes
             **tasks.get(task).job_fields(run),
         }
         job_path.write_text(json.dumps(job))
-        launch = tasks.get(task).launch_prefix(info, plan)
         launched = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],
+                [chosen.python, *launcher.command(plan), "-m", "harness.worker", "run", str(job_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -350,7 +351,7 @@ def execute_run(
         finally:
             stop.set()
             follower.join(timeout=5)
-        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path)
+        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path, launcher)
         if "facts" in outcome:
             # The whole run as billed: interpreter start, launcher (torchrun) and
             # imports included, which the worker's own clock cannot see.
@@ -405,7 +406,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path) -> dict:
+def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path, launcher) -> dict:
     tail = _tail(log_path)
     if timed_out:
         return {
@@ -419,7 +420,7 @@ def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Pa
     facts = _read_facts(facts_path)
     if facts is not None and "failure" not in facts and code == 0:
         return {"facts": facts}
-    rank_failures = [_read_facts(p) for p in sorted(facts_path.parent.glob(f"{facts_path.stem}.rank*.json"))]
+    rank_failures = [_read_facts(p) for p in launcher.rank_facts(facts_path)]
     reported = [f["failure"] for f in [facts, *rank_failures] if f and "failure" in f]
     failure = dict(reported[0]) if reported else {}
     if not failure:

@@ -117,17 +117,16 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     atomic(path, payload, keep_non_finite=True)
 
 
-def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
 def run_job(job_path: str) -> int:
     _watch_parent()
+    from harness import launchers
+
     job = json.loads(Path(job_path).read_text())
-    me = rank()
+    # A job file without a launcher is a single process's (the runner always names one).
+    launcher = launchers.get(job.get("launcher", "single"))
+    me = launcher.rank()
     events = EventSink(os.environ.get(EVENT_FILE_ENV) if me == 0 else None)
-    facts_path = Path(job["facts_path"])
-    out = facts_path if me == 0 else facts_path.with_name(f"{facts_path.stem}.rank{me}.json")
+    out = launcher.facts_path(Path(job["facts_path"]), me)
     held: list = []
     try:
         facts = execute(job, events, held)

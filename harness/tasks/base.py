@@ -70,9 +70,9 @@ class Task:
         """Whether a run is never skipped as already done."""
         return False
 
-    def launch_prefix(self, info, plan) -> list[str]:
-        """Arguments between the interpreter and `-m harness.worker` (a launcher's)."""
-        return []
+    def launcher(self, info) -> str:
+        """How its worker is started (harness/launchers.py), given the backend's info."""
+        return "single"
 
     def traced(self, scenario) -> bool:
         """Whether its worker writes a profiler trace next to the record."""

@@ -88,8 +88,8 @@ class TrainTask(Task):
         while the others joined the job and waited for it forever."""
         return plan is not None and plan.hosts > 1
 
-    def launch_prefix(self, info, plan) -> list[str]:
-        return info.launch(plan) if info.launch else []
+    def launcher(self, info) -> str:
+        return info.launcher
 
     def traced(self, scenario) -> bool:
         return scenario.trace is not None
