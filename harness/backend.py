@@ -115,6 +115,14 @@ class MemoryFacts:
     reserved_bytes: int | None = None
 
 
+def cpu_peak_memory() -> MemoryFacts:
+    """The process's peak resident set (model build included), where a device keeps no
+    allocator statistics (a CPU run): ru_maxrss is KiB on Linux."""
+    import resource
+
+    return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+
+
 @dataclass
 class CompileStats:
     count: int = 0

@@ -106,11 +106,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         """fsdp x tp from the plan's mesh, as Tunix's sharding annotations name the axes
         (the data axis is refused by the capabilities). Classic Auto axes: qwix's eager
         pass breaks on the Explicit default (platform-notes.md)."""
-        import numpy as np
-        from jax.sharding import Mesh
-
-        mesh = self.plan.mesh
-        return Mesh(np.array(devices).reshape(mesh["fsdp"], mesh["tensor"]), ("fsdp", "tp"))
+        return jax_common.mesh(devices, self.plan.mesh, {"fsdp": "fsdp", "tensor": "tp"})
 
     def _check_lora_targets(self, config) -> None:
         """Refuse peft targets that Tunix fuses (`model.fused_lora_targets`): the plan's

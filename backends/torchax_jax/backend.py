@@ -123,11 +123,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         return found[: self.plan.devices]
 
     def _mesh(self):
-        import numpy as np
-        from jax.sharding import Mesh
-
-        shape = tuple(self.plan.mesh[axis] for axis in MESH_AXES)
-        return Mesh(np.array(self.devices).reshape(shape), MESH_AXES)
+        return jax_common.mesh(self.devices, self.plan.mesh, {axis: axis for axis in MESH_AXES})
 
     def _sharding(self, spec=()):
         from jax.sharding import NamedSharding, PartitionSpec
