@@ -116,7 +116,17 @@ class ScenarioSection:
 
 
 @dataclass
-class ServeRow:
+class TaskTable:
+    """A plug-in task's records in the "table" layout: its columns, one row per full
+    configuration (medians over runs, or sums where the column says)."""
+
+    task: str
+    headers: list[str]
+    rows: list["TableRow"]
+
+
+@dataclass
+class TableRow:
     label: str
     records: list[dict[str, Any]]
     cells: list[str]
@@ -143,7 +153,7 @@ class WorkloadRow:
 @dataclass
 class Report:
     sections: list[ScenarioSection]
-    serving: list[ServeRow]
+    serving: list[TableRow]
     failed: list[dict[str, Any]]
     runs: list[dict[str, Any]]
     prices: list[dict[str, Any]]
@@ -151,6 +161,8 @@ class Report:
     workloads: list[WorkloadRow] = field(default_factory=list)
     # The highest request rate within the SLO, per SLO search record (reports/serving.py).
     slo_rates: list[dict[str, Any]] = field(default_factory=list)
+    # Tasks shown as plain tables (report_layout "table"), one per task.
+    tables: list[TaskTable] = field(default_factory=list)
     method: str = stats.METHOD
     conventions: list[str] = field(default_factory=list)
 
@@ -206,9 +218,9 @@ def _serving_groups(records: list[dict[str, Any]]) -> list[tuple[str, Row]]:
     ]
 
 
-def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
+def _serving_rows(records: list[dict[str, Any]]) -> list[TableRow]:
     return [
-        ServeRow(
+        TableRow(
             f"{name} · {row.label}",
             row.records,
             [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
@@ -217,6 +229,23 @@ def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
         )
         for name, row in _serving_groups(records)
     ]
+
+
+def _task_tables(records: list[dict[str, Any]]) -> list[TaskTable]:
+    tables = []
+    for name in sorted({tasks.name_of(r) for r in records}):
+        columns = [
+            ("runs", "d", lambda rs: len(rs)),
+            *((c.header, c.spec, _over_runs(c)) for c in tasks.get(name).report_columns),
+        ]
+        mine = [r for r in records if tasks.name_of(r) == name]
+        rows = [
+            TableRow(f"{scenario} · {row.label}", row.records, [fmt(g(row.records), spec) for _, spec, g in columns])
+            for scenario in sorted({r["scenario"]["name"] for r in mine})
+            for row in _rows([r for r in mine if r["scenario"]["name"] == scenario], cells=False)
+        ]
+        tables.append(TaskTable(name, [h for h, _, _ in columns], rows))
+    return tables
 
 
 # --------------------------------------------------------------------------- selection
@@ -310,6 +339,7 @@ def build(
     )
     report.workloads = _workloads([r for r in records if r["status"] == "ok"])
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
+    report.tables = _task_tables([r for r in records if r["status"] == "ok" and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"

@@ -58,6 +58,11 @@ def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
     assert (check.metric, check.verdict, check.measured) == ("num_words", "pass", 9)
     report = build([record])
     assert report.failed == [] and report.runs == [record]
+    (table,) = report.tables
+    assert table.task == "echo" and table.headers == ["runs", "words"] and table.rows[0].cells == ["1", "9"]
+    from reports.render import html, markdown
+
+    assert "## Task echo" in markdown(report) and "<h2>Task echo</h2>" in html(report)
 
 
 @pytest.fixture
