@@ -2,8 +2,8 @@
 
 The worker hands over raw facts; this module adds what every record has (identity,
 provenance, status) and asks the run's task (harness.tasks) for its metrics and cost,
-so every record of a task, of any backend, is computed the same way. A failed run gets a record too: its
-reason, exit status and log tail, never a silent gap in a sweep.
+so every record of a task, of any backend, is computed the same way. A failed run gets
+a record too: its reason, exit status and log tail, never a silent gap in a sweep.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """A server the harness starts itself (`engine: launch`): fill in the command, start it
 in its own process group, wait for health within a time limit, and stop it afterwards,
-keeping its log. A server that never becomes healthy is an error with its log tail."""
+keeping its log. A server that never becomes healthy is an error with its log tail.
+Framework-free: the `launch` engine is made by `engine(export, local_device)` in a
+backend package that can save the scenario's model (backends/hf_common/serving.py)."""
 
 from __future__ import annotations
 
