@@ -11,8 +11,10 @@ Adding an engine is its module plus one line below (or one `register` call).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, Callable
 
 from harness.errors import BenchError
@@ -45,7 +47,19 @@ register("endpoint", "harness.serving.endpoint:ENGINE")
 register("launch", "backends.hf_common.serving:LAUNCH_ENGINE")
 
 
+ENTRY_POINT_GROUP = "bench.engines"
+
+
+@functools.cache  # once per process: scanning installed packages takes milliseconds
+def _from_entry_points() -> None:
+    """Plug-ins installed by other packages: `[project.entry-points."bench.engines"]
+    NAME = "module:attribute"`. Built-in names win."""
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        _TARGETS.setdefault(ep.name, ep.value)
+
+
 def names() -> tuple[str, ...]:
+    _from_entry_points()
     return tuple(_TARGETS)
 
 
@@ -56,6 +70,8 @@ def target(name: str) -> str:
 
 
 def _known(name: str) -> None:
+    if name not in _TARGETS:
+        _from_entry_points()
     if name not in _TARGETS:
         raise BenchError(f"unknown serving engine {name!r} (known: {', '.join(_TARGETS)})")
 

@@ -14,7 +14,9 @@ line below (or one `register` call from a plug-in that is imported first).
 
 from __future__ import annotations
 
+import functools
 import importlib
+from importlib import metadata
 from typing import Any
 
 from harness.errors import BenchError
@@ -38,7 +40,19 @@ register("train", "harness.tasks.train:TASK")
 register("serve", "harness.tasks.serve:TASK")
 
 
+ENTRY_POINT_GROUP = "bench.tasks"
+
+
+@functools.cache  # once per process: scanning installed packages takes milliseconds
+def _from_entry_points() -> None:
+    """Plug-ins installed by other packages: `[project.entry-points."bench.tasks"]
+    NAME = "module:attribute"`. Built-in names win."""
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        _TARGETS.setdefault(ep.name, ep.value)
+
+
 def names() -> tuple[str, ...]:
+    _from_entry_points()
     return tuple(_TARGETS)
 
 
@@ -49,6 +63,8 @@ def target(name: str) -> str:
 
 
 def get(name: str) -> Task:
+    if name not in _TARGETS:
+        _from_entry_points()
     if name not in _TARGETS:
         raise BenchError(f"unknown task {name!r} (known: {', '.join(_TARGETS)})")
     if name not in _LOADED:
