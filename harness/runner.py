@@ -406,7 +406,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path, launcher) -> dict:
+def _outcome(
+    code: int,
+    timed_out: bool,
+    timeout_s: float | None,
+    facts_path: Path,
+    log_path: Path,
+    launcher: launchers.Single = launchers.LAUNCHERS["single"],
+) -> dict:
+    """The worker's facts, or its failure: its own, one its ranks reported (the
+    launcher says where they write), else how it exited."""
     tail = _tail(log_path)
     if timed_out:
         return {
