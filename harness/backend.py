@@ -11,9 +11,13 @@ it applies (`self.work`), and reports the dtypes in use and how many devices did
 distinct work (`done`). The runner compares that with the plan. What a backend cannot
 execute it declares in `Capabilities`, so the run is refused before any work.
 
-Most backends implement `setup`, `train_step`, `sync` and the counters, and let the
-harness's `harness.loop.run_steps` time them. A backend whose framework owns the loop
-(a Trainer) overrides `run` and records steps with `harness.loop.StepRecorder`.
+Two kinds, because frameworks differ in who owns the loop:
+- `StepBackend` (torch, gpu-fsdp, xla-fsdpv2, torchax): implements `train_step`; the
+  harness's `harness.loop.run_steps` issues and times every step.
+- `LoopBackend` (jax-tunix): the framework's trainer owns the loop; `run` drives it and
+  reports each step boundary to a `harness.loop.StepRecorder` from the trainer's hooks.
+Everything a run needs comes in through the constructor (scenario, plan, options, event
+sink, trace directory, faults) or `use_batches`; nothing is set on a backend from outside.
 """
 
 from __future__ import annotations
@@ -73,14 +77,15 @@ class BackendInfo:
     options: type[BackendOptions]
     load: Callable[[], type["Backend"]]  # imports the framework; call only in a worker
     # Auto-selection: the available backend with the highest priority on an
-    # accelerator wins; `torch` (priority 0) is the default anywhere.
+    # accelerator wins; where none has one, the available backend with the lowest
+    # priority (the least specialised: `torch`, 0) runs on the CPU.
     priority: int = 0
     # Environment for the worker; e.g. USE_TORCH_XLA=0 keeps an installed torch_xla
     # from taking over transformers in a non-XLA run (platform-notes.md).
     env: dict[str, str] = field(default_factory=dict)
-    # Interpreter arguments that launch the worker module, e.g. torchrun's
-    # ["-m", "torch.distributed.run", "--nproc-per-node", "2"]; None: plain python.
-    launch: Callable[[Any], list[str]] | None = None
+    # How its workers are started (harness/launchers.py): "single" (one process) or
+    # "torchrun" (one per device).
+    launcher: str = "single"
     capabilities: Capabilities = field(default_factory=Capabilities)
 
 
@@ -108,6 +113,14 @@ class MemoryFacts:
     kind: str  # what was measured: cuda_max_allocated, tpu_peak_bytes_in_use, cpu_peak_rss, ...
     per_rank_bytes: list[int] = field(default_factory=list)
     reserved_bytes: int | None = None
+
+
+def cpu_peak_memory() -> MemoryFacts:
+    """The process's peak resident set (model build included), where a device keeps no
+    allocator statistics (a CPU run): ru_maxrss is KiB on Linux."""
+    import resource
+
+    return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
 
 
 @dataclass
@@ -148,17 +161,23 @@ class WorkLog:
 class Backend(ABC):
     """One run of one scenario on one framework. Created inside the worker process."""
 
-    info: BackendInfo
-
-    def __init__(self, scenario, plan, options: BackendOptions, events) -> None:
+    def __init__(
+        self, scenario, plan, options: BackendOptions, events, *, trace_dir: str | None = None, faults=None
+    ) -> None:
         self.scenario = scenario
         self.plan = plan  # harness.plan.Plan: what to execute, exactly
         self.options = options
         self.events = events  # harness.worker.EventSink
         self.work = WorkLog()
         # harness.data.batches.Batches: every step's micro-batches, cut by the plan;
-        # built by the worker after `setup`.
+        # handed over by `use_batches` after `setup` (the tokenizer is checked against
+        # the model it built).
         self.batches = None
+        self.trace_dir = trace_dir  # where a traced run's profiler writes (harness.trace)
+        self.faults = faults  # harness.faults.Faults: test-only injected failures, or None
+
+    def use_batches(self, batches) -> None:
+        self.batches = batches
 
     @classmethod
     @abstractmethod
@@ -168,10 +187,6 @@ class Backend(ABC):
     @abstractmethod
     def setup(self) -> ModelFacts:
         """Build the model, LoRA, optimizer; place and shard them."""
-
-    @abstractmethod
-    def train_step(self, batch) -> Any:
-        """Run one optimizer step; return the loss as a device value (no host sync)."""
 
     @abstractmethod
     def sync(self) -> None:
@@ -219,15 +234,39 @@ class Backend(ABC):
     def trace_capture(self, directory):
         """This framework's profiler for a traced run (a `harness.trace.Capture` writing
         under `directory`)."""
-        raise NotImplementedError(f"trace: the {self.info.name} backend has no profiler capture")
+        raise NotImplementedError(f"trace: the {type(self).__name__} backend has no profiler capture")
 
+    @abstractmethod
     def run(self):
-        """Time the steps with the harness's loop (override if the framework owns it)."""
-        from harness.loop import run_steps
-
-        return run_steps(self)
+        """Execute the plan's steps; a `harness.loop.LoopResult`."""
 
     def teardown(self) -> None:
         """Release what the run holds (process groups, servers). The worker exits without
         interpreter teardown after this (see `harness.worker.exit_now`), so cleanup that
         matters belongs here, not in `atexit` handlers."""
+
+
+class StepBackend(Backend):
+    """A backend whose steps the harness issues and times (`harness.loop.run_steps`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # What the loop calls: the step itself, or wrapped by injected faults (tests),
+        # so an untested run's timed region holds nothing but the step.
+        self.step = self.faults.wrap_step(self.train_step) if self.faults else self.train_step
+
+    @abstractmethod
+    def train_step(self, batch) -> Any:
+        """Run one optimizer step; return the loss as a device value (no host sync)."""
+
+    def run(self):
+        """Time the steps with the harness's loop."""
+        from harness.loop import run_steps
+
+        return run_steps(self)
+
+
+class LoopBackend(Backend):
+    """A backend whose framework owns the training loop (a Trainer): `run` drives it and
+    reports every step boundary to a `harness.loop.StepRecorder` (`recorder_for`) from
+    the trainer's hooks, so its steps are timed by the same contract."""

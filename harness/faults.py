@@ -12,7 +12,7 @@ abort_at_exit (SIGABRT during interpreter teardown, after the run: how a native 
 destructor, gloo's for one, can end a finished worker), drop_row (the backend is handed
 the step's batch less the last row of its first micro-batch: a backend that silently
 does less work than planned, which the plan check must catch).
-Nothing happens when the variable is unset: the backend's methods are left untouched.
+Nothing happens when the variable is unset: the backend's step is not wrapped.
 """
 
 from __future__ import annotations
@@ -63,36 +63,44 @@ def trigger(fault: dict[str, Any]) -> None:
         atexit.register(os.abort)
 
 
-def arm(backend, scenario) -> None:
-    """Wrap the backend's setup/train_step with the faults that match this run."""
-    faults = faults_for(scenario)
-    if not faults:
-        return
-    setup, step = backend.setup, backend.train_step
-    calls = {"step": 0}
+class Faults:
+    """The faults that match one run, handed to its backend's constructor: `before_setup`
+    is called by the worker before `setup`, `wrap_step` by a step-driven backend around
+    its `train_step` (harness.backend.StepBackend)."""
 
-    def faulty_setup():
-        for fault in faults:
+    def __init__(self, faults: list[dict[str, Any]]) -> None:
+        self.faults = faults
+
+    def before_setup(self) -> None:
+        for fault in self.faults:
             if fault.get("at") == "setup":
                 trigger(fault)
-        return setup()
 
-    def faulty_step(batch):
-        index = calls["step"]
-        calls["step"] += 1
-        for fault in faults:
-            if (
-                fault.get("at") == "step"
-                and fault.get("step", index) <= index
-                and (fault["action"] == "sleep" or fault.get("step", index) == index)
-            ):
-                if fault["action"] == "drop_row":
-                    batch = without_last_row(batch)
-                else:
-                    trigger(fault)
-        return step(batch)
+    def wrap_step(self, step):
+        calls = {"step": 0}
 
-    backend.setup, backend.train_step = faulty_setup, faulty_step
+        def faulty_step(batch):
+            index = calls["step"]
+            calls["step"] += 1
+            for fault in self.faults:
+                if (
+                    fault.get("at") == "step"
+                    and fault.get("step", index) <= index
+                    and (fault["action"] == "sleep" or fault.get("step", index) == index)
+                ):
+                    if fault["action"] == "drop_row":
+                        batch = without_last_row(batch)
+                    else:
+                        trigger(fault)
+            return step(batch)
+
+        return faulty_step
+
+
+def for_run(scenario) -> Faults | None:
+    """The faults that match this run; None (nothing wrapped, nothing called) when none do."""
+    faults = faults_for(scenario)
+    return Faults(faults) if faults else None
 
 
 def without_last_row(batch):

@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from harness import tasks
 from harness.errors import SpecError
-from harness.gate_metrics import GATE_METRICS, GateMetric, _measured, _metric  # noqa: F401 - re-exported
+from harness.gate_metrics import GateMetric, _measured, _metric, known  # noqa: F401 - re-exported
 from harness.metrics import across_runs
 from harness.spec import Budget
 
@@ -28,7 +29,7 @@ MIN_RUNS_FOR_TEST = 4
 
 
 def _task(records: list[dict[str, Any]]) -> str:
-    return records[0].get("task") or "train"
+    return tasks.name_of(records[0])
 
 
 # --------------------------------------------------------------------------- budgets file
@@ -56,8 +57,8 @@ class BudgetsFile(_Strict):
     @classmethod
     def _relative(cls, value: dict[str, str]) -> dict[str, str]:
         for metric, limit in value.items():
-            if metric not in GATE_METRICS:
-                raise ValueError(f"{metric}: unknown metric (known: {', '.join(GATE_METRICS)})")
+            if metric not in known():
+                raise ValueError(f"{metric}: unknown metric (known: {', '.join(known())})")
             if not isinstance(limit, str) or not _PERCENT.match(limit):
                 raise ValueError(f"{metric}: expected a percentage such as +5%, got {limit!r}")
         return value
@@ -149,7 +150,7 @@ def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
                 or (b.accelerator or accelerator) != accelerator
             ):
                 continue
-            metric = GATE_METRICS[b.metric]
+            metric = known()[b.metric]
             if metric.task != _task(records):
                 continue
             value = figure(metric, records)
@@ -189,14 +190,12 @@ def relative_checks(groups, baseline_groups, relative: dict[str, str], alpha: fl
     for key, records in groups.items():
         base = baseline_groups.get(key)
         for name, limit in relative.items():
-            if GATE_METRICS[name].task != _task(records):
+            if known()[name].task != _task(records):
                 continue
             if base is None:
                 checks.append(Check(label(key), name, "relative", None, None, "no-data", "no baseline for this run"))
                 continue
-            checks.append(
-                _relative(label(key), name, GATE_METRICS[name], relative_threshold(limit), records, base, alpha)
-            )
+            checks.append(_relative(label(key), name, known()[name], relative_threshold(limit), records, base, alpha))
     return checks
 
 

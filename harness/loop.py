@@ -51,6 +51,9 @@ class LoopResult:
     steps: list[StepSample]
     window: WindowSample | None
     setup_compiles: int = 0  # compilations before the first step (model build, sharding)
+    # The recorder that timed the steps; a TracedRecorder knows the traced steps and its
+    # capture (harness.trace.collect). Not part of the facts.
+    recorder: "StepRecorder | None" = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,13 +119,11 @@ class TracedRecorder(StepRecorder):
         spec = backend.scenario.trace
         self.first = self.warmup_steps + spec.first
         self.last = self.first + spec.steps - 1
-        directory = getattr(backend, "trace_dir", None)
-        if directory is None:
+        if backend.trace_dir is None:
             raise RuntimeError("trace: the worker gave this run no trace directory")
-        self.capture = backend.trace_capture(Path(directory))
+        self.capture = backend.trace_capture(Path(backend.trace_dir))
         self.open = False
         self.sync = self._sync_then_close
-        backend.trace_recorder = self  # harness.trace.collect reads it after the run
 
     def begin(self):
         index = len(self.samples)
@@ -165,10 +166,10 @@ def run_steps(backend) -> LoopResult:
     recorder = recorder_for(backend, backend.events.origin)
     for batch in backend.batches.steps[: plan.steps]:
         begun = recorder.begin()
-        loss = backend.train_step(batch)
+        loss = backend.step(batch)
         recorder.end(begun, batch, loss)
     window = run_window(backend, backend.batches.steps[plan.steps : plan.total_steps])
-    return LoopResult(recorder.samples, window, recorder.setup_compiles)
+    return LoopResult(recorder.samples, window, recorder.setup_compiles, recorder)
 
 
 def run_window(backend, batches) -> WindowSample | None:
@@ -178,7 +179,7 @@ def run_window(backend, batches) -> WindowSample | None:
     backend.sync()
     before = backend.compile_stats().count
     start = time.perf_counter()
-    losses = [backend.train_step(batch) for batch in batches]
+    losses = [backend.step(batch) for batch in batches]
     backend.sync()
     elapsed = time.perf_counter() - start
     done, _ = backend.work.take()

@@ -187,7 +187,7 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
     for result in results:
         if result.probe.available and result.probe.device_kind != "cpu":
             return result
-        if result.probe.available and fallback is None and result.name == "torch":
+        if result.probe.available:  # ranked by descending priority: the last is the least specialised
             fallback = result
         reasons.append(f"{result.name}: {result.probe.reason or 'available'}")
     if fallback is None:

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import hosts, registry
+from harness import hosts, launchers, registry, tasks
 from harness import plan as plans
-from harness.cost import load_catalog, parse_fleet, price_for
+from harness.cost import load_catalog, price_for
 from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
-from harness.serving import points as serve_points
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
 from harness.store import load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
@@ -102,30 +101,37 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
     records, skipped, skipped_records, rescued, secondary = [], [], [], [], []
-    jobs = [(run, plan, task) for run, plan in resolved for task in tasks_of(run.scenario)]
+    jobs = [(run, plan, tasks.get(name)) for run, plan in resolved for name in tasks_of(run.scenario)]
     for number, (run, plan, task) in enumerate(jobs, 1):
-        backend = chosen.name if task == "train" else f"serve-{run.scenario.serve.engine}"
+        backend = task.backend_label(run, chosen.name)
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
-        keys = serve_points.record_keys(run, key) if task == "serve" else [key]  # a sweep: one per point
-        if done_already(task, plan, keys, done):
+        keys = task.record_keys(run, key)  # a serve sweep: one per point
+        if done_already(task.name, plan, keys, done):
             skipped.append(run)
             skipped_records.append(
-                {"path": done[keys[0]], "run_key": keys[0], "task": task, "variant": run.variant, "repeat": run.repeat}
+                {
+                    "path": done[keys[0]],
+                    "run_key": keys[0],
+                    "task": task.name,
+                    "variant": run.variant,
+                    "repeat": run.repeat,
+                }
             )
             progress.skipped(run, number, len(jobs))
             continue
-        progress.start(run, number, len(jobs), chosen, task)
+        progress.start(run, number, len(jobs), chosen, task.name)
         started = time.time()
         timeout_s = request.timeout_s if request.timeout_s is not None else run.scenario.run_timeout_s
-        staging = trace_staging(request.results_dir, run.scenario, task)
-        outcome = execute_run(run, chosen, timeout_s, progress.event, task, plan=plan, trace_dir=staging)
-        part = hosts.secondary_part(plan if task == "train" else None, outcome)
+        staging = trace_staging(request.results_dir, run.scenario, task.name)
+        task_plan = plan if task.needs_plan else None
+        outcome = execute_run(run, chosen, timeout_s, progress.event, task.name, plan=task_plan, trace_dir=staging)
+        part = task.secondary_part(task_plan, outcome)
         if part is not None:  # host 0 writes the job's one record
             secondary.append({**part, "variant": run.variant, "repeat": run.repeat})
             continue
         finished = time.time()
         # A serve sweep's worker measured every point: one record per point.
-        for run, key, outcome in serve_points.split(run, key, outcome) if task == "serve" else [(run, key, outcome)]:
+        for run, key, outcome in task.split(run, key, outcome):
             record = build_record(
                 run,
                 backend,
@@ -137,8 +143,8 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
                 finished=finished,
                 catalog=catalog,
                 command=request.command,
-                task=task,
-                plan=plan if task == "train" else None,
+                task=task.name,
+                plan=task_plan,
             )
             if staging is not None:  # the trace files go next to the record, named by it
                 from harness.trace import attach
@@ -155,11 +161,9 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
 
 def done_already(task: str, plan, keys: list[str], done: dict[str, Any]) -> bool:
     """Whether a run is skipped as already done: every record it would write is in
-    `done` (the results directory's successful records). Never for a multi-host
-    training job (parallel.hosts > 1): each host reads only its own results directory,
-    where only host 0 keeps the record, so host 0 would skip while the others joined the
-    job and waited for it forever. Every host runs such a job again, as with --force."""
-    if task == "train" and plan is not None and plan.hosts > 1:
+    `done` (the results directory's successful records), and its task does not say to
+    run it always (a multi-host training job: TrainTask.always_rerun says why)."""
+    if tasks.get(task).always_rerun(plan if tasks.get(task).needs_plan else None):
         return False
     return all(k in done for k in keys)
 
@@ -221,21 +225,15 @@ def check_results_dir(results_dir: Path) -> None:
         raise SpecError(where, "", f"cannot write in {existing}: {exc.strerror or exc}") from None
 
 
-# Scenario budget metrics that are figures in money: they need a price for the device.
-_PRICED_METRICS = {"train": ("usd_run", "usd_per_1m_tokens_real"), "serve": ("usd_per_1m_output_tokens",)}
-
-
 def check_budget_prices(runs: list[ResolvedRun], accelerator: str, catalog: dict[str, Any], source: str) -> None:
     """A budget on a $ figure needs a price for the device the run measures; without one
     the record has no cost and the gate could never check it: refused before any work."""
     for run in runs:
         scenario = run.scenario
-        for task in tasks_of(scenario):
-            key = accelerator
-            if task == "serve" and scenario.serve.accelerator:
-                key = parse_fleet(scenario.serve.accelerator).accelerator
+        for task in map(tasks.get, tasks_of(scenario)):
+            key = task.accelerator_key(scenario, accelerator)
             for i, budget in enumerate(scenario.budgets):
-                if budget.metric in _PRICED_METRICS[task] and price_for(key, scenario.cost, catalog) is None:
+                if budget.metric in task.priced_metrics and price_for(key, scenario.cost, catalog) is None:
                     raise SpecError(
                         _where(source, run),
                         f"budgets.{i}.metric",
@@ -282,7 +280,7 @@ def save_record(results_dir: Path, record: dict[str, Any]) -> tuple[Path, str | 
 def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":
     """The run's execution plan on the chosen backend and its devices (None when the run
     trains nothing); a SpecError naming the field when the backend cannot execute it."""
-    if "train" not in tasks_of(run.scenario):
+    if not any(tasks.get(name).needs_plan for name in tasks_of(run.scenario)):
         return None
     info = registry.get(chosen.name)
     probe = chosen.probe
@@ -298,7 +296,7 @@ def _where(source: str, run: ResolvedRun) -> str:
 def trace_staging(results_dir: Path, scenario: Scenario, task: str) -> Path | None:
     """Where a traced run's worker writes its trace: a directory in the results directory
     (renamed after the record once it has a name), or None when nothing is traced."""
-    if task != "train" or scenario.trace is None:
+    if not tasks.get(task).traced(scenario):
         return None
     Path(results_dir).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix=".tmp-trace-"))
@@ -319,20 +317,23 @@ def execute_run(
         job_path, facts_path, log_path, events_path = (
             Path(tmp) / n for n in ("job.json", "facts.json", "worker.log", "events.jsonl")
         )
+        launcher = launchers.get(tasks.get(task).launcher(info))
         job = {
             "backend": chosen.name,
             "task": task,
+            "task_target": tasks.target(task),  # how the worker finds a plug-in task
             "scenario": run.scenario.model_dump(mode="json"),
             "plan": plan.model_dump(mode="json") if plan is not None else None,
             "facts_path": str(facts_path),
             "trace_dir": str(trace_dir) if trace_dir is not None else None,
+            "launcher": launcher.name,  # how the worker learns its rank and where it writes
+            **tasks.get(task).job_fields(run),
         }
         job_path.write_text(json.dumps(job))
-        launch = info.launch(plan) if info.launch and task == "train" else []
         launched = time.perf_counter()
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [chosen.python, *launch, "-m", "harness.worker", "run", str(job_path)],
+                [chosen.python, *launcher.command(plan), "-m", "harness.worker", "run", str(job_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -350,7 +351,7 @@ def execute_run(
         finally:
             stop.set()
             follower.join(timeout=5)
-        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path)
+        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path, launcher)
         if "facts" in outcome:
             # The whole run as billed: interpreter start, launcher (torchrun) and
             # imports included, which the worker's own clock cannot see.
@@ -405,7 +406,16 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Path, log_path: Path) -> dict:
+def _outcome(
+    code: int,
+    timed_out: bool,
+    timeout_s: float | None,
+    facts_path: Path,
+    log_path: Path,
+    launcher: launchers.Single = launchers.LAUNCHERS["single"],
+) -> dict:
+    """The worker's facts, or its failure: its own, one its ranks reported (the
+    launcher says where they write), else how it exited."""
     tail = _tail(log_path)
     if timed_out:
         return {
@@ -419,7 +429,7 @@ def _outcome(code: int, timed_out: bool, timeout_s: float | None, facts_path: Pa
     facts = _read_facts(facts_path)
     if facts is not None and "failure" not in facts and code == 0:
         return {"facts": facts}
-    rank_failures = [_read_facts(p) for p in sorted(facts_path.parent.glob(f"{facts_path.stem}.rank*.json"))]
+    rank_failures = [_read_facts(p) for p in launcher.rank_facts(facts_path)]
     reported = [f["failure"] for f in [facts, *rank_failures] if f and "failure" in f]
     failure = dict(reported[0]) if reported else {}
     if not failure:

@@ -393,10 +393,11 @@ class Budget(Section):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, value: str) -> str:
-        from harness.gate_metrics import GATE_METRICS  # light: no framework
+        from harness.gate_metrics import known  # light: no framework
 
-        if value not in GATE_METRICS:
-            raise ValueError(f"unknown metric {value!r} (known: {', '.join(GATE_METRICS)})")
+        metrics = known()
+        if value not in metrics:
+            raise ValueError(f"unknown metric {value!r} (known: {', '.join(metrics)})")
         return value
 
     @model_validator(mode="after")
@@ -642,7 +643,8 @@ BENCH_BODY_FIELDS = {
 class ServeSpec(Section):
     # local: in-process generation with transformers (one request at a time);
     # endpoint: an existing OpenAI-compatible server; launch: one the harness starts.
-    engine: Literal["local", "endpoint", "launch"] = "local"
+    # (harness/serving/engines.py: the registry; a plug-in engine is registered there)
+    engine: str = "local"
     endpoint: EndpointSpec | None = None
     launch: LaunchSpec | None = None
     api: Literal["completions", "chat"] = "completions"
@@ -666,6 +668,15 @@ class ServeSpec(Section):
     # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
     # local and launch default to this machine's device.
     accelerator: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from harness.serving import engines  # the registry only: no engine is imported
+
+        if value not in engines.names():
+            raise ValueError(f"unknown engine {value!r} (known: {', '.join(engines.names())})")
+        return value
 
     @model_validator(mode="after")
     def _engine_has_its_section(self) -> "ServeSpec":
@@ -780,7 +791,7 @@ class Scenario(Section):
     serve: ServeSpec | None = None
     # What to run: train, serve or both (default: train, plus serve if a serve section
     # is given). Each task writes its own record.
-    tasks: tuple[Literal["train", "serve"], ...] | None = None
+    tasks: tuple[str, ...] | None = None
     cost: CostSpec = CostSpec()
     workload: WorkloadSpec | None = None
     budgets: tuple[Budget, ...] = ()
@@ -796,6 +807,16 @@ class Scenario(Section):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # A profiler trace of some measured steps of the train task; None: no profiler.
     trace: TraceSpec | None = None
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        from harness import tasks  # the registry only: no task module is imported
+
+        unknown = [name for name in value or () if name not in tasks.names()]
+        if unknown:
+            raise ValueError(f"unknown task {unknown[0]!r} (known: {', '.join(tasks.names())})")
+        return value
 
     @model_validator(mode="after")
     def _trace_fits_steps(self) -> "Scenario":

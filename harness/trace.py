@@ -229,12 +229,13 @@ def xspace_events(data: bytes) -> list[Event]:
 
 
 # --------------------------------------------------------------------------- after the run
-def collect(backend) -> dict[str, Any]:
+def collect(loop, trace_dir: str) -> dict[str, Any]:
     """The raw facts of the run's trace: files (relative to the trace directory), each
-    traced step's span, its programs' time and the compile events inside each step."""
-    recorder = backend.trace_recorder  # harness.loop.TracedRecorder
+    traced step's span, its programs' time and the compile events inside each step.
+    `loop` is the run's harness.loop.LoopResult, timed by a TracedRecorder."""
+    recorder = loop.recorder
     capture = recorder.capture
-    directory = Path(backend.trace_dir)
+    directory = Path(trace_dir)
     mine = capture.files()
     if not mine:
         raise RuntimeError(f"trace: {capture.tool} wrote no trace file under {directory}")

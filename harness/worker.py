@@ -82,65 +82,22 @@ def _watch_parent() -> None:
 
 
 def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any]:
-    """Run the job's backend; return the raw facts (no statistics: the parent's job).
-    The backend, once built, is appended to `held`: the caller tears it down after the
-    facts (or the failure) are on disk, whatever happened."""
-    from harness import faults
-    from harness.data.batches import build_batches
-    from harness.plan import Plan
+    """Run the job's task (harness.tasks); return the raw facts (no statistics: the
+    parent's job). What the task builds and must tear down (a backend) is appended to
+    `held`: the caller tears it down after the facts (or the failure) are on disk."""
+    from harness import tasks
     from harness.provenance import load_average, machine_state
-    from harness.registry import get, options_for
     from harness.spec import Scenario
 
-    started_at, load_before = time.time(), load_average()
+    load_before = load_average()
+    # The parent registered the task; a plug-in's registration reaches this process by name.
+    tasks.register(job["task"], job["task_target"])
+    task = tasks.get(job["task"])
+    task.prepare_worker(job)
     scenario = Scenario.model_validate(job["scenario"])
-    if job.get("task") == "serve":
-        from harness.serving.run import execute_serve
-
-        return {**execute_serve(scenario, events), "machine": machine_state(load_before)}
-    info = get(job["backend"])
-    plan = Plan.model_validate(job["plan"])
-    backend = info.load()(scenario, plan, options_for(info, scenario), events)
-    held.append(backend)
-    faults.arm(backend, scenario)
-    events.phase("setup")
-    model = backend.setup()
-    setup_s = time.perf_counter() - events.origin
-    events.phase("data")
-    backend.batches = build_batches(scenario, plan.rows_per_forward)
-    _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
-    events.phase("steps")
-    backend.trace_dir = job.get("trace_dir")  # harness.trace: where a traced run writes
-    loop = backend.run()
-    facts = {
-        "started_at": started_at,
-        "setup_s": setup_s,
-        "model": asdict(model),
-        "data": backend.batches.description,
-        "loop": loop.to_json(),
-        "memory": asdict(backend.memory()),
-        "accelerator": backend.accelerator(),
-        "versions": backend.versions(),
-        "notes": backend.notes(),
-        "extra": backend.extra_facts(),
-        "done": {**backend.done(), "trainable_params": model.num_trainable_params},
-        "compile_cache": backend.compile_cache(),
-    }
-    if scenario.trace is not None:  # read back after the run: no step pays for it
-        from harness.trace import collect
-
-        facts["trace"] = collect(backend)
+    facts = task.execute(job, scenario, events, held)
     facts["machine"] = machine_state(load_before)
-    facts["wall_s"] = time.perf_counter() - events.origin
     return facts
-
-
-def _check_vocab(tokenizer_vocab: int, model_vocab: int) -> None:
-    if tokenizer_vocab > model_vocab:
-        raise ValueError(
-            f"the tokenizer has {tokenizer_vocab} tokens but the model's vocabulary is {model_vocab}: "
-            "lower data.tokenizer.vocab_size or raise model.arch.vocab_size"
-        )
 
 
 def failure_from(exc: BaseException) -> dict[str, Any]:
@@ -160,17 +117,16 @@ def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
     atomic(path, payload, keep_non_finite=True)
 
 
-def rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
 def run_job(job_path: str) -> int:
     _watch_parent()
+    from harness import launchers
+
     job = json.loads(Path(job_path).read_text())
-    me = rank()
+    # A job file without a launcher is a single process's (the runner always names one).
+    launcher = launchers.get(job.get("launcher", "single"))
+    me = launcher.rank()
     events = EventSink(os.environ.get(EVENT_FILE_ENV) if me == 0 else None)
-    facts_path = Path(job["facts_path"])
-    out = facts_path if me == 0 else facts_path.with_name(f"{facts_path.stem}.rank{me}.json")
+    out = launcher.facts_path(Path(job["facts_path"]), me)
     held: list = []
     try:
         facts = execute(job, events, held)

@@ -6,48 +6,35 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.errors import SpecError
+from harness import tasks
+from harness.errors import BenchError, SpecError
 from harness.metrics import across_runs
+from harness.tasks.base import Column
 from reports import compare, factors, stats
 from reports import serving as serve_report
 
 
-def _m(key: str, stat: str | None = None) -> Callable[[dict[str, Any]], Any]:
-    """A record's metric (or one statistic of a metric's summary)."""
-    if stat is None:
-        return lambda r: r["metrics"].get(key)
-    return lambda r: (r["metrics"].get(key) or {}).get(stat)
+def _columns(layout: str) -> list[Column]:
+    """The report columns of the task whose records this layout shows (harness.tasks)."""
+    owners = [task for task in tasks.loaded() if task.report_layout == layout]
+    if len(owners) != 1:
+        raise BenchError(f"report layout {layout!r} needs exactly one task, has {[t.name for t in owners]}")
+    return owners[0].report_columns
 
 
-def _c(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda r: (r.get("cost") or {}).get(key)
+def layout_of(record: dict[str, Any]) -> str:
+    """Which part of the report shows a record: its task's layout."""
+    return tasks.of(record).report_layout
 
 
-@dataclass(frozen=True)
-class Column:
-    header: str
-    spec: str
-    value: Callable[[dict[str, Any]], Any]  # one record's figure; a row shows the median over runs
-    compiles: bool = False  # "n/a (eager)" where the backend compiles nothing
+def _over_runs(column: Column) -> Callable[[list[dict[str, Any]]], Any]:
+    if column.over_runs == "sum":
+        return lambda rs: sum(column.value(r) for r in rs)
+    return lambda rs: across_runs(column.value(r) for r in rs)
 
 
-SUMMARY_COLUMNS: list[Column] = [
-    Column("step median (s)", ".4g", _m("step_time_s", "median")),
-    Column("step p90 (s)", ".4g", _m("step_time_s", "p90")),
-    Column("compile (s)", ".3g", _m("compile_time_s"), compiles=True),
-    Column("recompiles", ".3g", _m("num_recompiles"), compiles=True),
-    Column("tok/s real (steady)", ".4g", _m("tokens_per_s_real")),
-    Column("tok/s real effective", ".4g", _m("tokens_per_s_real_effective")),
-    Column("tok/s padded", ".4g", _m("tokens_per_s_padded")),
-    Column("tok/s real per chip", ".4g", _m("tokens_per_s_real_per_chip")),
-    Column("MFU", ".2%", _m("mfu")),
-    Column("peak mem (GiB)", ".3g", _m("peak_memory_gib")),
-    Column("$/1M real tok (steady)", ".4g", _c("usd_per_1m_tokens_real")),
-    Column("$ setup", ".3g", _c("usd_setup")),
-    Column("$ warm-up (compile)", ".3g", _c("usd_warmup")),
-    Column("$ steady state", ".3g", _c("usd_steady_state")),
-    Column("$/run total", ".3g", _c("usd_run")),
-]
+# The comparisons' rows (a train run's figures); a row shows the median over its runs.
+SUMMARY_COLUMNS: list[Column] = _columns("comparisons")
 SUMMARY_HEADERS = ["runs", *(c.header for c in SUMMARY_COLUMNS)]
 COST_NOTE = (
     "$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
@@ -56,22 +43,9 @@ COST_NOTE = (
 )
 
 
-def _lat(name: str, stat: str):
-    return lambda rs: across_runs((r["metrics"].get(name) or {}).get(stat) for r in rs)
-
-
 SERVE_COLUMNS: list[tuple[str, str, Any]] = [
     ("runs", "d", lambda rs: len(rs)),
-    ("TTFT median (s)", ".4g", _lat("ttft_s", "median")),
-    ("TTFT p99 (s)", ".4g", _lat("ttft_s", "p99")),
-    ("TPOT median (s)", ".4g", _lat("tpot_s", "median")),
-    ("ITL p99 (s)", ".4g", _lat("itl_s", "p99")),
-    ("E2EL median (s)", ".4g", _lat("e2el_s", "median")),
-    ("output tok/s", ".4g", lambda rs: across_runs(r["metrics"]["output_throughput_tok_s"] for r in rs)),
-    ("req/s", ".4g", lambda rs: across_runs(r["metrics"]["request_throughput_req_s"] for r in rs)),
-    ("goodput req/s", ".4g", lambda rs: across_runs(r["metrics"]["goodput_req_s"] for r in rs)),
-    ("errors", "d", lambda rs: sum(r["metrics"]["num_errors"] for r in rs)),
-    ("$/1M out tok", ".4g", lambda rs: across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in rs)),
+    *((c.header, c.spec, _over_runs(c)) for c in _columns("serving")),
 ]
 
 
@@ -142,7 +116,17 @@ class ScenarioSection:
 
 
 @dataclass
-class ServeRow:
+class TaskTable:
+    """A plug-in task's records in the "table" layout: its columns, one row per full
+    configuration (medians over runs, or sums where the column says)."""
+
+    task: str
+    headers: list[str]
+    rows: list["TableRow"]
+
+
+@dataclass
+class TableRow:
     label: str
     records: list[dict[str, Any]]
     cells: list[str]
@@ -171,7 +155,7 @@ class WorkloadRow:
 @dataclass
 class Report:
     sections: list[ScenarioSection]
-    serving: list[ServeRow]
+    serving: list[TableRow]
     failed: list[dict[str, Any]]
     runs: list[dict[str, Any]]
     prices: list[dict[str, Any]]
@@ -179,6 +163,8 @@ class Report:
     workloads: list[WorkloadRow] = field(default_factory=list)
     # The highest request rate within the SLO, per SLO search record (reports/serving.py).
     slo_rates: list[dict[str, Any]] = field(default_factory=list)
+    # Tasks shown as plain tables (report_layout "table"), one per task.
+    tables: list[TaskTable] = field(default_factory=list)
     method: str = stats.METHOD
     conventions: list[str] = field(default_factory=list)
 
@@ -234,9 +220,9 @@ def _serving_groups(records: list[dict[str, Any]]) -> list[tuple[str, Row]]:
     ]
 
 
-def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
+def _serving_rows(records: list[dict[str, Any]]) -> list[TableRow]:
     return [
-        ServeRow(
+        TableRow(
             f"{name} · {row.label}",
             row.records,
             [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
@@ -245,6 +231,23 @@ def _serving_rows(records: list[dict[str, Any]]) -> list[ServeRow]:
         )
         for name, row in _serving_groups(records)
     ]
+
+
+def _task_tables(records: list[dict[str, Any]]) -> list[TaskTable]:
+    tables = []
+    for name in sorted({tasks.name_of(r) for r in records}):
+        columns = [
+            ("runs", "d", lambda rs: len(rs)),
+            *((c.header, c.spec, _over_runs(c)) for c in tasks.get(name).report_columns),
+        ]
+        mine = [r for r in records if tasks.name_of(r) == name]
+        rows = [
+            TableRow(f"{scenario} · {row.label}", row.records, [fmt(g(row.records), spec) for _, spec, g in columns])
+            for scenario in sorted({r["scenario"]["name"] for r in mine})
+            for row in _rows([r for r in mine if r["scenario"]["name"] == scenario], cells=False)
+        ]
+        tables.append(TaskTable(name, [h for h, _, _ in columns], rows))
+    return tables
 
 
 # --------------------------------------------------------------------------- selection
@@ -312,8 +315,8 @@ def _telling_apart(hits: list[Row]) -> str:
 def build(
     records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
 ) -> Report:
-    serving = _serving_rows([r for r in records if r["status"] == "ok" and r.get("task") == "serve"])
-    ok = [r for r in records if r["status"] == "ok" and r.get("task", "train") == "train"]
+    serving = _serving_rows([r for r in records if r["status"] == "ok" and layout_of(r) == "serving"])
+    ok = [r for r in records if r["status"] == "ok" and layout_of(r) == "comparisons"]
     names = sorted({r["scenario"]["name"] for r in ok})
     rows_by_scenario = {name: _rows([r for r in ok if r["scenario"]["name"] == name]) for name in names}
     chosen = select(rows_by_scenario, baseline, "--baseline") if baseline else {}
@@ -338,6 +341,7 @@ def build(
     )
     report.workloads = _workloads([r for r in records if r["status"] == "ok"])
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
+    report.tables = _task_tables([r for r in records if r["status"] == "ok" and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
@@ -442,9 +446,9 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
     from harness.cost import fine_tune_cost, workload_cost
 
     rows: list[WorkloadRow] = []
-    serving = _serving_groups([r for r in records if r.get("task") == "serve"])
+    serving = _serving_groups([r for r in records if layout_of(r) == "serving"])
     for name in sorted({r["scenario"]["name"] for r in records}):
-        train = [r for r in records if r["scenario"]["name"] == name and r.get("task", "train") == "train"]
+        train = [r for r in records if r["scenario"]["name"] == name and layout_of(r) == "comparisons"]
         spec = (train or [{}])[0].get("scenario", {}).get("resolved", {}).get("workload")
         if not spec or not spec.get("fine_tune_tokens_millions"):
             continue  # records from before the fine-tune size was stated priced the benchmark run

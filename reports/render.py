@@ -133,6 +133,11 @@ def markdown(report: Report) -> str:
         ]
         out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
         out.append("")
+    for table in report.tables:
+        out += [f"## Task {md_cell(table.task)}", "", "| run | " + " | ".join(table.headers) + " |"]
+        out += ["|---" * (len(table.headers) + 1) + "|"]
+        out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in table.rows]
+        out.append("")
     if report.slo_rates:
         num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
         out += [

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from backends.hf_common.serving import export_model
 from harness.loader import read_document, validate
 from harness.metrics import request_latencies, summary
 from harness.serving import vllm
@@ -99,7 +100,7 @@ def server(tmp_path_factory):
     vllm_or_skip()
     work, marker = tmp_path_factory.mktemp("vllm"), uuid.uuid4().hex
     path = write_scenario(work, scenario_text(launch_block(marker)), "launch.yaml")
-    launched = LaunchedServer(validate(read_document(str(path)), str(path)), work)
+    launched = LaunchedServer(validate(read_document(str(path)), str(path)), work, export_model)
     with launched:
         yield launched
     assert gone_within(marker, 10) == [], "the vLLM server's processes outlived the tests"

@@ -22,34 +22,6 @@ class FsdpOptions(BackendOptions):
     compile_shapes: Literal["auto", "static", "dynamic"] = "auto"
 
 
-def _launch(plan) -> list[str]:
-    """One process per device of the plan (a GPU each; gloo ranks on a CPU). Over several
-    hosts, torchrun's multi-node launch: every host runs this with its own node rank.
-    Static rendezvous (--master-addr/--node-rank), not c10d: c10d orders the nodes by
-    whoever joins, so host 0 (which writes the record) might not hold rank 0; static
-    gives node r the ranks r x per-host ... and host 0 rank 0."""
-    if plan.hosts == 1:
-        return ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(plan.devices)]
-    from harness import hosts
-
-    me = hosts.require_explicit(hosts.role(plan.hosts), "gpu-fsdp")
-    address, port = me.coordinator_host_port()
-    return [
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        str(plan.hosts),
-        "--node-rank",
-        str(me.rank),
-        "--nproc-per-node",
-        str(plan.devices // plan.hosts),
-        "--master-addr",
-        address,
-        "--master-port",
-        str(port),
-    ]
-
-
 def _load():
     from backends.gpu_fsdp.backend import FsdpBackend
 
@@ -65,7 +37,7 @@ BACKEND_INFO = BackendInfo(
     load=_load,
     priority=25,
     env={"USE_TORCH_XLA": "0"},
-    launch=_launch,
+    launcher="torchrun",  # one process per device (harness/launchers.py)
     # fsdp: FSDP2 over the fsdp axis; data with fsdp: HSDP (replicated across data).
     capabilities=Capabilities(
         axes=("data", "fsdp"),

@@ -11,7 +11,6 @@ the mesh is 2-D (data x fsdp): HSDP, replicated across data, sharded within fsdp
 from __future__ import annotations
 
 import os
-import resource
 import sys
 from typing import Any
 
@@ -27,17 +26,22 @@ from backends.hf_common.model import (
     cast_to_plan,
     cuda_versions,
     dtype_name,
+    micro_batch_loss,
     model_facts,
     optimizer_state_dtype,
     parameter_dtypes,
-    token_loss_sum,
 )
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
 from harness.provenance import cpu_name
 
 
-class FsdpBackend(Backend):
+class FsdpBackend(StepBackend):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.per_rank_times: list[list[float]] | None = None  # every rank's step times, after run
+        self.fed_by_step: dict[int, list] = {}  # sft_trainer mode: rows collated, by step
+
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():
@@ -146,27 +150,26 @@ class FsdpBackend(Backend):
         return micro.rows(self.rank * rows, (self.rank + 1) * rows)
 
     def train_step(self, batch) -> torch.Tensor:
-        self.model.train()
-        normaliser = max(batch.num_loss_tokens, 1)
-        total = torch.zeros((), device=self.device)
         last = len(batch.micro_batches) - 1
-        for i, micro in enumerate(batch.micro_batches):
+
+        def place(i: int, micro):
             mine = self._my_rows(micro)
-            self.work.fed(mine.attention_mask)
             if not self.fingerprints:
                 self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
-            ids, mask, labels = (
-                torch.from_numpy(a).to(self.device) for a in (mine.input_ids, mine.attention_mask, mine.labels)
-            )
+            arrays = (mine.input_ids, mine.attention_mask, mine.labels)
+            return mine.attention_mask, *(torch.from_numpy(a).to(self.device) for a in arrays)
+
+        def forward(i: int, ids, mask):
             self.model.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
             logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
             self.compile_events += self._compiled_graphs() > graphs_before
-            self.compute_dtype = self.compute_dtype or logits.dtype
-            loss = token_loss_sum(logits, labels) / normaliser
-            # FSDP averages gradients over ranks; the loss is a sum over all ranks' tokens.
-            (loss * self.world).backward()
-            total += loss.detach()
+            return logits
+
+        def backward(i: int, loss) -> None:
+            (loss * self.world).backward()  # FSDP averages gradients over ranks; the loss sums them
+
+        total = micro_batch_loss(self, batch, place, forward, backward)
         self.steps.step(self.model, self.scenario.train.grad_clip)
         return total
 
@@ -282,7 +285,8 @@ class FsdpBackend(Backend):
         if self.device.type == "cuda":
             mine, kind = torch.cuda.max_memory_allocated(self.device), "cuda_max_allocated"
         else:
-            mine, kind = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss"
+            cpu = cpu_peak_memory()
+            mine, kind = cpu.peak_bytes, cpu.kind
         per_rank = [int(r[0]) for r in self._gather([float(mine)])]
         return MemoryFacts(max(per_rank), kind, per_rank_bytes=per_rank)
 
@@ -317,7 +321,7 @@ class FsdpBackend(Backend):
             "num_params_total": len(params),
             "placements": sorted({str(p.placements) for p in sharded}),
             "local_param_fraction_rank0": local / max(1, sum(p.numel() for p in sharded)),
-            "per_rank_step_time_s": getattr(self, "per_rank_times", None),
+            "per_rank_step_time_s": self.per_rank_times,
             "per_rank_host": self._per_rank_hosts(),
             "mode": self.options.mode,
             "compile": self.options.compile,

@@ -129,7 +129,6 @@ def run_sft_trainer(backend) -> LoopResult:
         tokenizer_object=batches.tokenizer.tokenizer, pad_token="<pad>", eos_token="<eos>"
     )
     recorder = recorder_for(backend, backend.events.origin)  # traced when the scenario asks
-    backend.fed_by_step = {}
     _measure_compute_dtype(backend)
     with tempfile.TemporaryDirectory(prefix="bench-sft-") as out:
         trainer = InOrderSFTTrainer(
@@ -142,4 +141,4 @@ def run_sft_trainer(backend) -> LoopResult:
             optimizers=(backend.optimizer, _planned_schedule(backend)),
         )
         trainer.train()
-    return LoopResult(recorder.samples, None, 0)
+    return LoopResult(recorder.samples, None, 0, recorder)

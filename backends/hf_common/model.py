@@ -252,3 +252,31 @@ def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(
         logits.float().reshape(-1, logits.size(-1)), shifted.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
     )
+
+
+def micro_batch_loss(backend, batch, place, forward=None, backward=None, after=None) -> torch.Tensor:
+    """One step's forward and backward passes over its micro-batches, gradients
+    accumulated: each micro-batch's loss is its token loss sum over the step's loss
+    tokens, so the step's loss is the token-weighted mean whatever the split (the same
+    on every torch backend). Returns the step's loss, on the device (no host sync).
+
+    The backend supplies what differs: `place(i, micro)` -> (the attention mask it
+    feeds, as a host array, and ids, mask, labels on its devices); `forward(i, ids,
+    mask)` -> logits; `backward(i, loss)`; `after(i)` once a micro-batch is done."""
+    backend.model.train()
+    normaliser = max(batch.num_loss_tokens, 1)
+    total = torch.zeros((), device=backend.device)
+    for i, micro in enumerate(batch.micro_batches):
+        fed, ids, mask, labels = place(i, micro)
+        backend.work.fed(fed)
+        if forward is None:
+            logits = backend.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        else:
+            logits = forward(i, ids, mask)
+        backend.compute_dtype = backend.compute_dtype or logits.dtype  # what the matmuls produced
+        loss = token_loss_sum(logits, labels) / normaliser
+        backward(i, loss) if backward is not None else loss.backward()
+        total += loss.detach()
+        if after is not None:
+            after(i)
+    return total

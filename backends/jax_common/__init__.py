@@ -6,11 +6,10 @@ and the device facts (accelerator, memory). Imports JAX only inside functions.""
 from __future__ import annotations
 
 import os
-import resource
 from typing import Any
 
 from harness.accelerators import on_tpu_vm
-from harness.backend import CompileStats, MemoryFacts, Probe
+from harness.backend import CompileStats, MemoryFacts, Probe, cpu_peak_memory
 
 # jax.monitoring's event for one XLA compilation; its `fun_name` says which function.
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -67,7 +66,7 @@ def memory(devices) -> MemoryFacts:
     peaks = [int(s["peak_bytes_in_use"]) for s in stats if s and "peak_bytes_in_use" in s]
     if peaks:
         return MemoryFacts(max(peaks), f"{devices[0].platform}_peak_bytes_in_use", per_rank_bytes=peaks)
-    return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+    return cpu_peak_memory()
 
 
 def optax_optimizer(train, lrs) -> Any:
@@ -210,3 +209,14 @@ class JaxDeviceFacts:
 
         directory = jax.config.jax_compilation_cache_dir
         return {"persistent": bool(directory), "what": "JAX compilation cache", "dir": directory}
+
+
+def mesh(devices: list, degrees: dict[str, int], axes: dict[str, str]):
+    """A JAX mesh over `devices` with the plan's degrees (harness.plan's `mesh`), its axes
+    in the order and under the names the framework's sharding annotations use
+    ({plan axis: mesh axis name}). The one mesh resolution of the JAX backends."""
+    import numpy as np
+    from jax.sharding import Mesh
+
+    shape = tuple(degrees[axis] for axis in axes)
+    return Mesh(np.array(devices).reshape(shape), tuple(axes.values()))

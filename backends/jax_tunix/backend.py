@@ -24,7 +24,7 @@ from typing import Any
 
 from backends import jax_common
 from backends.jax_common import distributed
-from harness.backend import Backend, ModelFacts, Probe, WorkLog
+from harness.backend import LoopBackend, ModelFacts, Probe, WorkLog
 from harness.loop import LoopResult, WindowSample, recorder_for
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
@@ -53,13 +53,14 @@ class OptimizerWorkLog(WorkLog):
         return super().take()
 
 
-class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
+class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.work = OptimizerWorkLog(self._applied_lr)
         self.trainer = None
         self.row_shards: set[int] = set()  # distinct row ranges per micro-batch, as fed
         self.fused_targets: list[str] = []  # peft targets trained as Tunix's fused adapter
+        self.dispatch_s: list[float] = []  # per measured step: issue to the trainer's dispatch
 
     @classmethod
     def probe(cls) -> Probe:
@@ -105,11 +106,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         """fsdp x tp from the plan's mesh, as Tunix's sharding annotations name the axes
         (the data axis is refused by the capabilities). Classic Auto axes: qwix's eager
         pass breaks on the Explicit default (platform-notes.md)."""
-        import numpy as np
-        from jax.sharding import Mesh
-
-        mesh = self.plan.mesh
-        return Mesh(np.array(devices).reshape(mesh["fsdp"], mesh["tensor"]), ("fsdp", "tp"))
+        return jax_common.mesh(devices, self.plan.mesh, {"fsdp": "fsdp", "tensor": "tp"})
 
     def _check_lora_targets(self, config) -> None:
         """Refuse peft targets that Tunix fuses (`model.fused_lora_targets`): the plan's
@@ -168,9 +165,6 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
         """The lr of the last optimizer step, from the state of the optimizer inside
         Tunix's MultiSteps (it steps once per `accumulation` micro-batches)."""
         return jax_common.applied_lr(self.trainer.optimizer.opt_state)
-
-    def train_step(self, batch):
-        raise NotImplementedError("jax-tunix steps run inside Tunix's PeftTrainer (see run)")
 
     def trace_capture(self, directory):
         from backends.jax_common.trace import JaxCapture
@@ -255,7 +249,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, Backend):
             **sharding_facts(self.model),
             "grad_accumulation": self.plan.accumulation,
             "max_inflight_steps": self.options.max_inflight_steps,
-            "dispatch_s": getattr(self, "dispatch_s", []),
+            "dispatch_s": self.dispatch_s,
             "distinct_row_shards_seen": sorted(self.row_shards),
             "other_compiles": self.compiles.other,
         }
@@ -315,7 +309,6 @@ class TrainerFeed:
         self.open_step: tuple[int, Any, int] | None = None  # (index, begun, first loss index)
         self.window_begun: tuple[float, int, int] | None = None
         self.window: WindowSample | None = None
-        backend.dispatch_s = []
 
     def next_micro_batch(self):
         at_boundary = self.position == len(self.queue) or self.queue[self.position][0] != self._current_step()
@@ -369,4 +362,4 @@ class TrainerFeed:
     def result(self) -> LoopResult:
         if len(self.recorder.samples) != self.measured:
             raise RuntimeError(f"the trainer ran {len(self.recorder.samples)} of {self.measured} measured steps")
-        return LoopResult(self.recorder.samples, self.window, self.recorder.setup_compiles)
+        return LoopResult(self.recorder.samples, self.window, self.recorder.setup_compiles, self.recorder)

@@ -4,7 +4,6 @@ compared against (same weights, same batches, same loss)."""
 from __future__ import annotations
 
 import contextlib
-import resource
 import sys
 from typing import Any
 
@@ -19,16 +18,16 @@ from backends.hf_common.model import (
     cast_to_plan,
     cuda_versions,
     dtype_name,
+    micro_batch_loss,
     model_facts,
     optimizer_state_dtype,
     parameter_dtypes,
-    token_loss_sum,
 )
-from harness.backend import Backend, MemoryFacts, ModelFacts, Probe
+from harness.backend import MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name
 
 
-class TorchBackend(Backend):
+class TorchBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():
@@ -70,23 +69,20 @@ class TorchBackend(Backend):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def train_step(self, batch) -> torch.Tensor:
-        self.model.train()
-        normaliser = max(batch.num_loss_tokens, 1)
-        total = torch.zeros((), device=self.device)
-        for micro in batch.micro_batches:
-            ids, mask, labels = (
-                torch.from_numpy(a).to(self.device, non_blocking=True)
-                for a in (micro.input_ids, micro.attention_mask, micro.labels)
-            )
-            self.work.fed(micro.attention_mask)
-            with self._autocast():
-                logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-            self.compute_dtype = self.compute_dtype or logits.dtype
-            loss = token_loss_sum(logits, labels) / normaliser
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
-            total += loss.detach()
+        total = micro_batch_loss(self, batch, self._place, self._forward, self._backward)
         self._optimizer_step()
         return total
+
+    def _place(self, i: int, micro):
+        arrays = (micro.input_ids, micro.attention_mask, micro.labels)
+        return micro.attention_mask, *(torch.from_numpy(a).to(self.device, non_blocking=True) for a in arrays)
+
+    def _forward(self, i: int, ids, mask):
+        with self._autocast():
+            return self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+    def _backward(self, i: int, loss) -> None:
+        (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def _optimizer_step(self) -> None:
         if self.scaler is None:
@@ -131,8 +127,7 @@ class TorchBackend(Backend):
                 "cuda_max_allocated",
                 reserved_bytes=torch.cuda.max_memory_reserved(self.device),
             )
-        # ru_maxrss is KiB on Linux: the process's peak resident set, model build included.
-        return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+        return cpu_peak_memory()
 
     def accelerator(self) -> dict[str, Any]:
         if self.device.type == "cuda":

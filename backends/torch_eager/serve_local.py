@@ -11,9 +11,11 @@ from typing import Any
 import torch
 
 from backends.hf_common.model import build_model
+from backends.hf_common.serving import local_device
 from harness.data.tokenizer import load_tokenizer
 from harness.provenance import cpu_name
 from harness.serving.client import RequestRecord, arrival_delays
+from harness.serving.engines import Engine
 from harness.serving.prompts import build_prompts
 
 
@@ -104,3 +106,11 @@ def _generate(
         torch.cuda.synchronize()
     record.end_s = time.perf_counter() - origin
     record.prompt_tokens, record.output_tokens, record.status = len(ids), int(out.shape[1] - len(ids)), 200
+
+
+ENGINE = Engine(
+    "local",
+    serve_locally,
+    local_device,  # never asked: serve_locally reports the device it generated on
+    notes=("local engine: one request at a time (transformers generate), per-token timestamps",),
+)

@@ -25,7 +25,7 @@ from backends.hf_common.model import apply_lora, build_model, cast_to_plan, mode
 from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.jax_common import distributed
 from backends.torchax_jax.compat import allow_removed_named_overloads
-from harness.backend import Backend, ModelFacts, Probe, WorkLog
+from harness.backend import ModelFacts, Probe, StepBackend, WorkLog
 
 # jit reports compilations as jit(<name>): the step's two programs, told apart from setup's.
 GRAD_NAME = "bench_grad_step"
@@ -54,10 +54,11 @@ class DeferredLrLog(WorkLog):
         return super().take()
 
 
-class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
+class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.work = DeferredLrLog()
+        self.last = None  # the last step's loss (a device array): what `sync` waits for
 
     @classmethod
     def probe(cls) -> Probe:
@@ -122,11 +123,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
         return found[: self.plan.devices]
 
     def _mesh(self):
-        import numpy as np
-        from jax.sharding import Mesh
-
-        shape = tuple(self.plan.mesh[axis] for axis in MESH_AXES)
-        return Mesh(np.array(self.devices).reshape(shape), MESH_AXES)
+        return jax_common.mesh(self.devices, self.plan.mesh, {axis: axis for axis in MESH_AXES})
 
     def _sharding(self, spec=()):
         from jax.sharding import NamedSharding, PartitionSpec
@@ -269,7 +266,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, Backend):
     def sync(self) -> None:
         import jax
 
-        if getattr(self, "last", None) is not None:
+        if self.last is not None:
             jax.block_until_ready((self.last, self.weights, self.opt_state))
 
     def loss_value(self, loss) -> float:

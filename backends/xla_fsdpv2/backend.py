@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import sys
 from typing import Any
 
@@ -31,13 +30,13 @@ from backends.hf_common.model import (
     build_optimizer,
     cast_to_plan,
     dtype_name,
+    micro_batch_loss,
     model_facts,
     optimizer_state_dtype,
     parameter_dtypes,
-    token_loss_sum,
 )
 from harness.accelerators import on_tpu_vm
-from harness.backend import Backend, CompileStats, MemoryFacts, ModelFacts, Probe
+from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name
 
 
@@ -60,7 +59,7 @@ def row_split_of(tensor) -> int:
     return int(match.group(1)) if match and "replicated" not in spec else 1
 
 
-class XlaBackend(Backend):
+class XlaBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         configure_runtime(1)  # a CPU is one device; runs ask for virtual ones (parallel.devices)
@@ -138,24 +137,17 @@ class XlaBackend(Backend):
         import torch_xla
         import torch_xla.distributed.spmd as xs
 
-        self.model.train()
-        normaliser = max(batch.num_loss_tokens, 1)
-        total = torch.zeros((), device=self.device)
-        for micro in batch.micro_batches:
+        def place(i: int, micro):
             tensors = []
             for array in (micro.input_ids, micro.attention_mask, micro.labels):
                 t = torch.from_numpy(array).to(self.device)
                 xs.mark_sharding(t, self.mesh, ("fsdp", None))  # rows split over the fsdp axis
                 tensors.append(t)
-            ids, mask, labels = tensors
-            self.work.fed(micro.attention_mask)
-            self.row_split = self.row_split or row_split_of(ids)
-            logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-            self.compute_dtype = self.compute_dtype or logits.dtype
-            loss = token_loss_sum(logits, labels) / normaliser
-            loss.backward()
-            total += loss.detach()
-            torch_xla.sync()  # one graph per forward-backward: compiled once per length
+            self.row_split = self.row_split or row_split_of(tensors[0])
+            return micro.attention_mask, *tensors
+
+        # One graph per forward-backward (a sync after each): compiled once per length.
+        total = micro_batch_loss(self, batch, place, after=lambda i: torch_xla.sync())
         # Gradients zeroed in place, not freed: every pass after the first step sees the
         # same graph inputs (accumulate into existing gradients).
         self.steps.step(self.model, self.scenario.train.grad_clip, keep_grads=True)
@@ -192,7 +184,7 @@ class XlaBackend(Backend):
             info = xm.get_memory_info(self.device)
             peak = info.get("peak_bytes_used") or info.get("bytes_used")
             return MemoryFacts(int(peak), "tpu_peak_bytes_used" if "peak_bytes_used" in info else "tpu_bytes_used")
-        return MemoryFacts(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "cpu_peak_rss")
+        return cpu_peak_memory()
 
     def accelerator(self) -> dict[str, Any]:
         import torch_xla.runtime as xr

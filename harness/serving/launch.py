@@ -1,6 +1,8 @@
 """A server the harness starts itself (`engine: launch`): fill in the command, start it
 in its own process group, wait for health within a time limit, and stop it afterwards,
-keeping its log. A server that never becomes healthy is an error with its log tail."""
+keeping its log. A server that never becomes healthy is an error with its log tail.
+Framework-free: the `launch` engine is made by `engine(export, local_device)` in a
+backend package that can save the scenario's model (backends/hf_common/serving.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
+
+from harness.serving.endpoint import over_http
+from harness.serving.engines import Engine
 
 LOG_TAIL_LINES = 40
 # Servers this process started and has not stopped yet: a SIGTERM to the worker (the
@@ -37,22 +43,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def export_model(scenario, directory: Path) -> Path:
-    """The scenario's model (random or pretrained) and tokenizer saved for a server."""
-    from transformers import PreTrainedTokenizerFast
-
-    from backends.hf_common.model import build_model
-    from harness.data.tokenizer import load_tokenizer
-
-    tok = scenario.data.tokenizer
-    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
-    build_model(scenario).save_pretrained(directory)
-    PreTrainedTokenizerFast(
-        tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
-    ).save_pretrained(directory)
-    return directory
-
-
 def log_tail(path: Path) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
@@ -63,8 +53,9 @@ def log_tail(path: Path) -> str:
 class LaunchedServer:
     """Context manager: a started, healthy server; stopped on exit whatever happened."""
 
-    def __init__(self, scenario, workdir: Path) -> None:
+    def __init__(self, scenario, workdir: Path, export: Callable[[Any, Path], Path]) -> None:
         self.spec = scenario.serve.launch
+        self.export = export  # the scenario's model saved for the server: a backend's (engines.py)
         self.scenario = scenario
         self.workdir = workdir
         self.port = free_port()
@@ -80,7 +71,7 @@ class LaunchedServer:
     def __enter__(self) -> "LaunchedServer":
         command = [self.fill(part) for part in self.spec.command]
         if any("{model_dir}" in part for part in self.spec.command):
-            export_model(self.scenario, self.workdir / "model")
+            self.export(self.scenario, self.workdir / "model")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 command,
@@ -163,3 +154,61 @@ def _group_gone(proc: subprocess.Popen, within_s: float) -> bool:
 
 def launch_workdir() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="bench-serve-")
+
+
+def every_request(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Warm-up and measured requests, a sweep's or search's points included."""
+    points = (facts.get("sweep") or facts.get("slo_search") or {}).get("points", [])
+    return facts["requests"] + [r for p in points for r in p.get("requests", [])]
+
+
+def startup_times(server, requests: list[dict[str, Any]], origin: float) -> dict[str, Any]:
+    """Launch mode's startup (vLLM bench sweep's): from the server process's start to
+    its health URL answering 200, and to the first streamed token of the first request,
+    which is sent as soon as the server is healthy (after one GET /v1/models)."""
+    first = min((r for r in requests if r["error"] is None), key=lambda r: r["sent_s"], default=None)
+    token = first["chunk_s"][0] if first and first["chunk_s"] else None
+    started = server.started - origin  # on the requests' clock
+    return {
+        "to_healthy_s": server.ready_s,
+        "to_first_token_s": token - started if token is not None else None,
+        "first_request_sent_after_healthy_s": first["sent_s"] - started - server.ready_s if first else None,
+    }
+
+
+def serve_launched(scenario, events, origin: float, export: Callable[[Any, Path], Path]) -> dict[str, Any]:
+    """Start the server, load it over HTTP, stop it; its startup and log tail kept."""
+    spec = scenario.serve.launch
+    with launch_workdir() as tmp, LaunchedServer(scenario, Path(tmp), export) as server:
+        model = server.fill(spec.model) if spec.model else None
+        result = over_http(scenario, server.base_url, model, events, origin)
+        result["server"].update(
+            ready_s=server.ready_s,
+            command=[server.fill(p) for p in spec.command],
+            startup=startup_times(server, every_request(result), origin),
+        )
+        server.stop()
+        result["server"]["log_tail"] = log_tail(server.log_path)
+    return result
+
+
+def launched_device(local_device: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """What a launched server runs on when the scenario does not say: this machine's one
+    device. With several visible, which of them the server uses is the command's business
+    (tensor parallelism, CUDA_VISIBLE_DEVICES): billing them all would be a guess."""
+    device = local_device()
+    if device["count"] > 1:
+        raise ValueError(
+            f"serve.accelerator: {device['count']} {device['name']} devices are visible; declare the "
+            "ones the launched server uses (e.g. h100-sxm:2), so cost bills exactly those"
+        )
+    return device
+
+
+def engine(export: Callable[[Any, Path], Path], local_device: Callable[[], dict[str, Any]]) -> Engine:
+    """The `launch` engine, given a backend's model export and device probe."""
+    return Engine(
+        "launch",
+        lambda scenario, events, origin: serve_launched(scenario, events, origin, export),
+        lambda: launched_device(local_device),
+    )

@@ -1,0 +1,121 @@
+"""What a task plug-in provides (harness/tasks/__init__.py registers them).
+
+Defaults fit a task that runs in one worker on the backend's machine and writes one
+record per run; a task overrides what differs. Nothing here imports a backend or an ML
+framework: a task's worker side imports those itself, inside `execute`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from harness.gate_metrics import GateMetric
+
+
+def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
+    """A figure for the terminal: "-" when missing, never cut."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:{spec}}{unit}"
+    return f"{value}{unit}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One report column: a record's figure; a row shows the median over its runs (or
+    the sum, for counts such as errors)."""
+
+    header: str
+    spec: str
+    value: Callable[[dict[str, Any]], Any]
+    compiles: bool = False  # "n/a (eager)" where the backend compiles nothing
+    over_runs: Literal["median", "sum"] = "median"
+
+
+@dataclass
+class Task:
+    name: str
+    # The report's layout for this task's records: "comparisons" (rows of whole
+    # configurations compared level against level), "serving" (latency rows, SLO
+    # plots), or "table" (its columns, one row per configuration).
+    report_layout: str = "table"
+    report_columns: list[Column] = field(default_factory=list)
+    gate_metrics: dict[str, GateMetric] = field(default_factory=dict)
+    # Budget metrics that are $ figures: they need a price for the device (checked
+    # before any work).
+    priced_metrics: tuple[str, ...] = ()
+    # Whether the task needs an execution plan on the chosen backend (harness.plan).
+    needs_plan: bool = False
+
+    # ------------------------------------------------------------------ planning, naming
+    def backend_label(self, run, backend: str) -> str:
+        """The record's `backend.name` (part of the run key)."""
+        return backend
+
+    def accelerator_key(self, scenario, measured: str) -> str:
+        """The catalog key its cost is billed at (`measured`: the chosen backend's)."""
+        return measured
+
+    def record_keys(self, run, key: str) -> list[str]:
+        """The run keys its records will have (resume skips when all are done)."""
+        return [key]
+
+    def split(self, run, key: str, outcome: dict[str, Any]) -> list[tuple[Any, str, dict[str, Any]]]:
+        """(run, key, outcome) per record the worker's outcome makes."""
+        return [(run, key, outcome)]
+
+    def always_rerun(self, plan) -> bool:
+        """Whether a run is never skipped as already done."""
+        return False
+
+    def launcher(self, info) -> str:
+        """How its worker is started (harness/launchers.py), given the backend's info."""
+        return "single"
+
+    def traced(self, scenario) -> bool:
+        """Whether its worker writes a profiler trace next to the record."""
+        return False
+
+    def secondary_part(self, plan, outcome: dict[str, Any]) -> dict[str, Any] | None:
+        """This host's part when another host writes the job's record, else None."""
+        return None
+
+    # ------------------------------------------------------------------ worker, record
+    def job_fields(self, run) -> dict[str, Any]:
+        """What its worker needs beyond the scenario and plan (a plug-in's name)."""
+        return {}
+
+    def prepare_worker(self, job: dict[str, Any]) -> None:
+        """In the worker, before the scenario is read: register the plug-ins it names."""
+
+    def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
+        """In the worker: do the work, return raw facts (no statistics). Anything that
+        must be torn down afterwards (a backend) is appended to `held`."""
+        raise NotImplementedError
+
+    def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
+        """Fill the record's metrics and cost from its raw facts; a failure, or None."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ terminal
+    def progress_where(self, run, chosen) -> str:
+        return f"on [green]{chosen.name}[/green]"
+
+    def progress_total(self, run) -> int | None:
+        return None
+
+    def summary_label(self) -> str:
+        """Said after a run's name in the summary table ("" for the usual task)."""
+        return f" {self.name}"
+
+    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
+        """Its figures for the summary table's columns (harness.display), by column."""
+        return {}
+
+    def show(self, record: dict[str, Any]):
+        """`bench show`'s table for one successful record (a rich renderable)."""
+        from rich.pretty import Pretty
+
+        return Pretty(record.get("metrics"))

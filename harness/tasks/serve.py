@@ -1,0 +1,176 @@
+"""The serve task: load a model server (an engine: harness/serving/engines.py) with
+requests and keep raw per-request timestamps; the parent computes vLLM's serving
+metrics, goodput and $ per 1M output tokens. A sweep's worker measures every point and
+writes one record per point (harness/serving/points.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from harness import cost as cost_model
+from harness import metrics as metric_fns
+from harness.gate_metrics import GateMetric, _metric
+from harness.serving import engines, points
+from harness.tasks.base import Column, Task, fmt
+
+
+def _lat(name: str, stat: str):
+    return lambda r: (r["metrics"].get(name) or {}).get(stat)
+
+
+REPORT_COLUMNS: list[Column] = [
+    Column("TTFT median (s)", ".4g", _lat("ttft_s", "median")),
+    Column("TTFT p99 (s)", ".4g", _lat("ttft_s", "p99")),
+    Column("TPOT median (s)", ".4g", _lat("tpot_s", "median")),
+    Column("ITL p99 (s)", ".4g", _lat("itl_s", "p99")),
+    Column("E2EL median (s)", ".4g", _lat("e2el_s", "median")),
+    Column("output tok/s", ".4g", lambda r: r["metrics"]["output_throughput_tok_s"]),
+    Column("req/s", ".4g", lambda r: r["metrics"]["request_throughput_req_s"]),
+    Column("goodput req/s", ".4g", lambda r: r["metrics"]["goodput_req_s"]),
+    Column("errors", "d", lambda r: r["metrics"]["num_errors"], over_runs="sum"),
+    Column("$/1M out tok", ".4g", lambda r: (r.get("cost") or {}).get("usd_per_1m_output_tokens")),
+]
+
+GATE_METRICS: dict[str, GateMetric] = {
+    "ttft_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "median")),
+    "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99")),
+    "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median")),
+    "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99")),
+    "output_throughput_tok_s": GateMetric(
+        "higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s")
+    ),
+    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens")),
+}
+
+
+class ServeTask(Task):
+    # ------------------------------------------------------------------ planning, naming
+    def backend_label(self, run, backend: str) -> str:
+        """The engine serves, not the chosen training backend: `serve-<engine>`."""
+        return f"serve-{run.scenario.serve.engine}"
+
+    def accelerator_key(self, scenario, measured: str) -> str:
+        """The server's declared accelerator, where the scenario names one."""
+        if scenario.serve.accelerator:
+            return cost_model.parse_fleet(scenario.serve.accelerator).accelerator
+        return measured
+
+    def record_keys(self, run, key: str) -> list[str]:
+        return points.record_keys(run, key)
+
+    def split(self, run, key: str, outcome: dict[str, Any]) -> list[tuple[Any, str, dict[str, Any]]]:
+        return points.split(run, key, outcome)
+
+    # ------------------------------------------------------------------ worker
+    def job_fields(self, run) -> dict[str, Any]:
+        name = run.scenario.serve.engine
+        return {"engine": name, "engine_target": engines.target(name)}
+
+    def prepare_worker(self, job: dict[str, Any]) -> None:
+        # A plug-in engine registered in the parent reaches the worker by name.
+        engines.register(job["engine"], job["engine_target"])
+
+    def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
+        from harness.serving.run import execute_serve
+
+        return execute_serve(scenario, events)
+
+    # ------------------------------------------------------------------ record
+    def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
+        slo = run.scenario.serve.slo.model_dump()
+        raw, search = record["raw"], None
+        if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
+            search, requests = metric_fns.slo_search_summary(raw, slo)
+            raw = {**raw, "requests": requests}
+        metrics = metric_fns.serving_metrics(raw, slo)
+        accelerator = record["accelerator"]
+        chips = accelerator.get("count", 1)
+        throughput = metrics["output_throughput_tok_s"]
+        metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
+        if search is not None:
+            metrics["slo_search"] = search
+        record["metrics"] = metrics
+        record["server"] = record["raw"].get("server")
+        if metrics["num_completed"] == 0:
+            return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
+        price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+        record["cost"] = cost_model.serving_cost(metrics, chips, price)
+        if search is not None and record["cost"] is not None:
+            _cost_at_slo(record["cost"], search)
+        return None
+
+    # ------------------------------------------------------------------ terminal
+    def progress_where(self, run, chosen) -> str:
+        return f"serving via [green]{run.scenario.serve.engine}[/green]"
+
+    def progress_total(self, run) -> int:
+        return run.scenario.serve.num_requests
+
+    def summary_label(self) -> str:
+        return " serve (TTFT)"
+
+    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
+        ttft = (record.get("metrics") or {}).get("ttft_s") or {}
+        return {"step med (s)": fmt(ttft.get("median"), ".4g"), "p90 (s)": fmt(ttft.get("p90"), ".4g"), "MFU": "n/a"}
+
+    def show(self, record: dict[str, Any]) -> Table:
+        return serving_table(record)
+
+
+def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
+    """$ at the SLO only where a rate met it: a price at a load that misses it is no answer."""
+    found = search["max_rate_req_s"]
+    cost["basis"] = (
+        f"at {found:g} req/s, the highest request rate meeting the SLO"
+        if found is not None
+        else "no rate met the SLO: no $ at the SLO"
+    )
+    if found is None:
+        cost["usd_per_1m_output_tokens"] = None
+
+
+def serving_table(record: dict[str, Any]) -> Table:
+    m, c, server = record["metrics"], record.get("cost"), record.get("server") or {}
+    table = Table(show_header=True)
+    for column in ("metric", "mean", "median", "p90", "p99"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
+        stats = m.get(name) or {}
+        table.add_row(f"{name[:-2].upper()} (s)", *(fmt(stats.get(k), ".4g") for k in ("mean", "median", "p90", "p99")))
+    table.add_row("requests ok / sent", f"{m['num_completed']} / {m['num_requests']}", "", "", "")
+    table.add_row(
+        "output tok/s, total tok/s",
+        fmt(m["output_throughput_tok_s"], ".4g"),
+        fmt(m["total_throughput_tok_s"], ".4g"),
+        "",
+        "",
+    )
+    table.add_row(
+        "requests/s, goodput req/s", fmt(m["request_throughput_req_s"], ".4g"), fmt(m["goodput_req_s"], ".4g"), "", ""
+    )
+    table.add_row(
+        "server",
+        Text(f"{server.get('engine') or server.get('owned_by') or ''} {server.get('model') or ''}"),
+        "",
+        "",
+        "",
+    )
+    if c:
+        p = c["price"]
+        table.add_row("$/1M output tokens", f"{c['usd_per_1m_output_tokens']:.4g}", "", "", "")
+        table.add_row(
+            "price", Text(f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['source']}, {p['date']})"), "", "", ""
+        )
+    return table
+
+
+TASK = ServeTask(
+    "serve",
+    report_layout="serving",
+    report_columns=REPORT_COLUMNS,
+    gate_metrics=GATE_METRICS,
+    priced_metrics=("usd_per_1m_output_tokens",),
+)

@@ -1,0 +1,312 @@
+"""The train task: a fine-tune on the chosen backend, its steps timed by the harness.
+
+The worker builds the backend from the plan, feeds it the scenario's batches and hands
+back raw facts; the parent checks them against the plan, then computes the training
+metrics (harness.metrics) and cost. Records compare whole configurations in the report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+from harness import cost as cost_model
+from harness import hosts
+from harness import metrics as metric_fns
+from harness import plan as plans
+from harness.gate_metrics import GateMetric, _measured, _metric
+from harness.tasks.base import Column, Task, fmt
+
+
+def _m(key: str, stat: str | None = None):
+    """A record's metric (or one statistic of a metric's summary)."""
+    if stat is None:
+        return lambda r: r["metrics"].get(key)
+    return lambda r: (r["metrics"].get(key) or {}).get(stat)
+
+
+def _c(key: str):
+    return lambda r: (r.get("cost") or {}).get(key)
+
+
+REPORT_COLUMNS: list[Column] = [
+    Column("step median (s)", ".4g", _m("step_time_s", "median")),
+    Column("step p90 (s)", ".4g", _m("step_time_s", "p90")),
+    Column("compile (s)", ".3g", _m("compile_time_s"), compiles=True),
+    Column("recompiles", ".3g", _m("num_recompiles"), compiles=True),
+    Column("tok/s real (steady)", ".4g", _m("tokens_per_s_real")),
+    Column("tok/s real effective", ".4g", _m("tokens_per_s_real_effective")),
+    Column("tok/s padded", ".4g", _m("tokens_per_s_padded")),
+    Column("tok/s real per chip", ".4g", _m("tokens_per_s_real_per_chip")),
+    Column("MFU", ".2%", _m("mfu")),
+    Column("peak mem (GiB)", ".3g", _m("peak_memory_gib")),
+    Column("$/1M real tok (steady)", ".4g", _c("usd_per_1m_tokens_real")),
+    Column("$ setup", ".3g", _c("usd_setup")),
+    Column("$ warm-up (compile)", ".3g", _c("usd_warmup")),
+    Column("$ steady state", ".3g", _c("usd_steady_state")),
+    Column("$/run total", ".3g", _c("usd_run")),
+]
+
+GATE_METRICS: dict[str, GateMetric] = {
+    "step_time_s": GateMetric(
+        "lower",
+        "s",
+        lambda r: _metric(r, "metrics", "step_time_s", "median"),
+        lambda r: [s["time_s"] for s in _measured(r)],
+    ),
+    "step_time_s.p90": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "p90")),
+    "tokens_per_s_real": GateMetric(
+        "higher",
+        "tok/s",
+        lambda r: _metric(r, "metrics", "tokens_per_s_real"),
+        lambda r: [s["tokens_real"] / s["time_s"] for s in _measured(r)],
+    ),
+    "tokens_per_s_padded": GateMetric(
+        "higher",
+        "tok/s",
+        lambda r: _metric(r, "metrics", "tokens_per_s_padded"),
+        lambda r: [s["tokens_padded"] / s["time_s"] for s in _measured(r)],
+    ),
+    "num_recompiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_recompiles")),
+    "num_compiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_compiles")),
+    "compile_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "compile_time_s")),
+    "peak_memory_gib": GateMetric("lower", "GiB", lambda r: _metric(r, "metrics", "peak_memory_gib")),
+    "mfu": GateMetric("higher", "", lambda r: _metric(r, "metrics", "mfu")),
+    "usd_run": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_run")),
+    "usd_per_1m_tokens_real": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_tokens_real")),
+}
+
+
+class TrainTask(Task):
+    # ------------------------------------------------------------------ planning, naming
+    def always_rerun(self, plan) -> bool:
+        """A multi-host job (parallel.hosts > 1) is never skipped: each host reads only its
+        own results directory, where only host 0 keeps the record, so host 0 would skip
+        while the others joined the job and waited for it forever."""
+        return plan is not None and plan.hosts > 1
+
+    def launcher(self, info) -> str:
+        return info.launcher
+
+    def traced(self, scenario) -> bool:
+        return scenario.trace is not None
+
+    def secondary_part(self, plan, outcome: dict[str, Any]) -> dict[str, Any] | None:
+        return hosts.secondary_part(plan, outcome)
+
+    # ------------------------------------------------------------------ worker
+    def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
+        from harness import faults
+        from harness.data.batches import build_batches
+        from harness.plan import Plan
+        from harness.registry import get, options_for
+
+        started_at = time.time()
+        info = get(job["backend"])
+        plan = Plan.model_validate(job["plan"])
+        injected = faults.for_run(scenario)
+        backend = info.load()(
+            scenario, plan, options_for(info, scenario), events, trace_dir=job.get("trace_dir"), faults=injected
+        )
+        held.append(backend)
+        events.phase("setup")
+        if injected is not None:
+            injected.before_setup()
+        model = backend.setup()
+        setup_s = time.perf_counter() - events.origin
+        events.phase("data")
+        backend.use_batches(build_batches(scenario, plan.rows_per_forward))
+        _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
+        events.phase("steps")
+        loop = backend.run()
+        facts = {
+            "started_at": started_at,
+            "setup_s": setup_s,
+            "model": asdict(model),
+            "data": backend.batches.description,
+            "loop": loop.to_json(),
+            "memory": asdict(backend.memory()),
+            "accelerator": backend.accelerator(),
+            "versions": backend.versions(),
+            "notes": backend.notes(),
+            "extra": backend.extra_facts(),
+            "done": {**backend.done(), "trainable_params": model.num_trainable_params},
+            "compile_cache": backend.compile_cache(),
+        }
+        if scenario.trace is not None:  # read back after the run: no step pays for it
+            from harness.trace import collect
+
+            facts["trace"] = collect(loop, backend.trace_dir)
+        facts["wall_s"] = time.perf_counter() - events.origin
+        return facts
+
+    # ------------------------------------------------------------------ record
+    def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
+        facts = record["raw"]
+        failure = plan_failure(plan, facts) if plan is not None else None
+        if failure is None:
+            failure = _fill_metrics(record, run, catalog)
+        if failure is None and facts.get("trace"):
+            from harness.trace import summary
+
+            record["trace"] = summary(facts["trace"], facts["loop"]["steps"])
+        return failure
+
+    # ------------------------------------------------------------------ terminal
+    def progress_where(self, run, chosen) -> str:
+        probe = chosen.probe
+        return f"on [green]{chosen.name}[/green] ({probe.device_kind}: {probe.device_name})"
+
+    def progress_total(self, run) -> int:
+        return run.scenario.train.steps
+
+    def summary_label(self) -> str:
+        return ""
+
+    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
+        m, c = record.get("metrics") or {}, record.get("cost") or {}
+        step = m.get("step_time_s") or {}
+        return {
+            "step med (s)": fmt(step.get("median"), ".4g"),
+            "p90 (s)": fmt(step.get("p90"), ".4g"),
+            "recomp": fmt(m.get("num_recompiles")),
+            "tok/s real": fmt(m.get("tokens_per_s_real"), ".4g"),
+            "MFU": fmt(m.get("mfu"), ".2%") if m.get("mfu") is not None else "n/a",
+            "mem (GiB)": fmt(m.get("peak_memory_gib"), ".3g"),
+            "$/run": fmt(c.get("usd_run"), ".2g"),
+        }
+
+    def show(self, record: dict[str, Any]) -> Table:
+        return metrics_table(record)
+
+
+def _cache_words(cache: dict[str, Any] | None) -> str:
+    if cache is None:
+        return "n/a (eager)"
+    return (
+        f"ON: {cache['what']} ({cache.get('dir')}): cached compiles are not counted"
+        if cache["persistent"]
+        else f"off ({cache['what']})"
+    )
+
+
+def metrics_table(record: dict[str, Any]) -> Table:
+    m, c = record["metrics"], record.get("cost")
+    table = Table(show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    step = m["step_time_s"]
+    steady = (
+        [
+            ("step time median / p90 (s), steady", f"{step['median']:.4g} / {step['p90']:.4g}"),
+            ("step time mean ± stdev (s), steady", f"{step['mean']:.4g} ± {step['stdev']:.2g} (n={step['n']})"),
+        ]
+        if step
+        else [("step time (s), steady", f"n/a ({m.get('steady_state')})")]
+    )
+    rows = [
+        *steady,
+        (
+            "recompiling measured steps, their time (s)",
+            f"{m.get('recompile_steps', 0)}, {fmt(m.get('recompile_steps_time_s'), '.4g')}",
+        ),
+        ("warm-up steps time (s)", fmt(m["warmup_time_s"], ".4g")),
+        ("compile time (s)", fmt(m["compile_time_s"], ".4g")),
+        ("persistent compilation cache", _cache_words(m.get("compile_cache"))),
+        ("compiles / recompiles after warm-up", f"{m['num_compiles']} / {m['num_recompiles']}"),
+        (
+            "tokens/s real / padded, steady",
+            f"{fmt(m['tokens_per_s_real'], '.4g')} / {fmt(m['tokens_per_s_padded'], '.4g')}",
+        ),
+        ("tokens/s real, effective (recompiles too)", fmt(m.get("tokens_per_s_real_effective"), ".4g")),
+        ("tokens/s real per chip", fmt(m["tokens_per_s_real_per_chip"], ".4g")),
+        ("padding efficiency (real/padded)", fmt(m["padding_efficiency"], ".1%")),
+        ("window tokens/s real (1 sync)", fmt(m.get("window_tokens_per_s_real"), ".4g")),
+        ("model TFLOP/s", fmt(m["model_tflops_per_s"], ".4g")),
+        ("model FLOPs per real token (see mfu_convention)", fmt(m.get("model_flops_per_token"), ".4g")),
+        (
+            "MFU",
+            fmt(m["mfu"], ".2%")
+            if m["mfu"] is not None
+            else f"n/a ({m.get('mfu_invalid') or 'no peak for this device'})",
+        ),
+        ("HFU (with recomputation)", fmt(m.get("hfu"), ".2%") if m.get("hfu") is not None else "n/a"),
+        ("peak memory (GiB)", f"{fmt(m['peak_memory_gib'], '.3g')} ({m['peak_memory_kind']})"),
+        ("loss first / last", f"{fmt(m['loss_first'], '.4f')} / {fmt(m['loss_last'], '.4f')}"),
+        ("run time (s), of which setup", f"{fmt(m['run_time_s'], '.4g')}, {fmt(m['setup_time_s'], '.3g')}"),
+    ]
+    if c:
+        p = c["price"]
+        rows += [
+            ("$/run (whole run) / steady state", f"{fmt(c['usd_run'], '.5f')} / {fmt(c['usd_steady_state'], '.5f')}"),
+            (
+                "$/1M real tokens, steady / effective",
+                f"{fmt(c.get('usd_per_1m_tokens_real'), '.4g')} / {fmt(c.get('usd_per_1m_tokens_real_effective'), '.4g')}",
+            ),
+            ("price", f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['pricing']}; {p['source']}, {p['date']})"),
+        ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def _check_vocab(tokenizer_vocab: int, model_vocab: int) -> None:
+    if tokenizer_vocab > model_vocab:
+        raise ValueError(
+            f"the tokenizer has {tokenizer_vocab} tokens but the model's vocabulary is {model_vocab}: "
+            "lower data.tokenizer.vocab_size or raise model.arch.vocab_size"
+        )
+
+
+def plan_failure(plan, facts: dict[str, Any]) -> dict[str, Any] | None:
+    """A failure when the backend's account of what it did differs from the plan: its
+    figures would describe other work than the scenario's, so none are reported."""
+    loop = facts["loop"]
+    found = plans.differences(plan, loop["steps"], loop.get("window"), facts.get("done"))
+    if not found:
+        return None
+    shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+    return {"kind": "plan_mismatch", "reason": f"the backend did not execute the plan: {shown}", "differences": found}
+
+
+def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel":
+    """The FLOPs convention's inputs: the architecture the backend reports having built
+    (the scenario's when it reports none) and the LoRA weights it really trains."""
+    train = scenario.train
+    lora = train.method == "lora"
+    arch = model_facts.get("architecture") or scenario.model.architecture()
+    return metric_fns.FlopsModel(
+        arch,
+        lora=lora,
+        adapter_params=model_facts["num_trainable_params"] if lora else 0,
+        checkpointing=train.gradient_checkpointing,
+    )
+
+
+def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[str, Any] | None:
+    raw, accelerator = record["raw"], record["accelerator"]
+    bad = metric_fns.first_non_finite_loss(raw)
+    if bad is not None:
+        step, value = bad
+        return {
+            "kind": "non_finite_loss",
+            "reason": f"loss became {value} at step {step}: the run computed something wrong "
+            "(learning rate, precision, masking); its speed is not reported",
+        }
+    record["metrics"] = metric_fns.training_metrics(raw, accelerator, flops_model(run.scenario, raw["model"]))
+    price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+    record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
+    return None
+
+
+TASK = TrainTask(
+    "train",
+    report_layout="comparisons",
+    report_columns=REPORT_COLUMNS,
+    gate_metrics=GATE_METRICS,
+    priced_metrics=("usd_run", "usd_per_1m_tokens_real"),
+    needs_plan=True,
+)
