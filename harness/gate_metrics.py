@@ -10,28 +10,28 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal
 
 
-def _measured(record: dict[str, Any]) -> list[dict[str, Any]]:
-    steps = ((record.get("raw") or {}).get("loop") or {}).get("steps", [])  # serve records have none
+def measured_steps(record) -> list[dict[str, Any]]:
+    """A training record's measured steps, from its raw facts (serve records have none)."""
+    steps = ((record.raw or {}).get("loop") or {}).get("steps", [])
     return [s for s in steps if s["phase"] == "measure"]
-
-
-def _metric(record: dict[str, Any], *path: str) -> Any:
-    node: Any = record
-    for part in path:
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
 
 
 @dataclass(frozen=True)
 class GateMetric:
     direction: Literal["lower", "higher"]
     unit: str
-    value: Callable[[dict[str, Any]], float | None]  # one record's figure
-    samples: Callable[[dict[str, Any]], list[float]] | None = None  # raw samples, if any
+    # The figure's id in a record (harness.result.RunRecord.figure): "metrics.mfu",
+    # "metrics.step_time_s.median", "cost.usd_run". Never a report header.
+    figure: str
+    samples: Callable[[Any], list[float]] | None = None  # raw samples, if any
     # The task whose records have this figure (set by `known()` from the task that
     # defines it): a budget is not applied to another task's records (a
     # train-and-serve scenario's TTFT budget says nothing of training).
     task: str = ""
+
+    def value(self, record) -> float | None:
+        """One record's figure."""
+        return record.figure(self.figure)
 
 
 def known() -> dict[str, GateMetric]:

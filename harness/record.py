@@ -15,7 +15,7 @@ from typing import Any
 from harness import tasks
 from harness.accelerators import catalog_key, is_unknown
 from harness.provenance import code_revision, host, utc_iso
-from harness.store import SCHEMA, SCHEMA_VERSION
+from harness.result import SCHEMA, SCHEMA_VERSION, RunRecord, as_record
 
 
 def run_key(scenario_hash: str, backend: str, accelerator: str, repeat: int) -> str:
@@ -68,8 +68,9 @@ def build_record(
     command: list[str],
     task: str = "train",
     plan=None,
-) -> dict[str, Any]:
-    """`outcome` is {"facts": ...} for a finished worker or {"failure": ...} otherwise."""
+) -> RunRecord:
+    """`outcome` is {"facts": ...} for a finished worker or {"failure": ...} otherwise.
+    The task fills the figures into the JSON form; the record comes back typed."""
     facts = outcome.get("facts")
     failure = outcome.get("failure")
     accelerator = accelerator_from(facts, probe)
@@ -98,6 +99,8 @@ def build_record(
         "metrics": None,
         "cost": None,
         "sweep": outcome.get("sweep"),  # a serve sweep's point: axis, value, index, the sweep's id
+        "server": None,
+        "trace": None,
     }
     record["warnings"] = [
         w for w in (accelerator.get("warning"), ((facts or {}).get("machine") or {}).get("warning")) if w
@@ -107,4 +110,15 @@ def build_record(
     if failure is not None:
         record["status"] = "failed"
         record["failure"] = failure
-    return record
+    return typed(record)
+
+
+def typed(record: dict[str, Any]) -> RunRecord:
+    """The record as a RunRecord. Figures that do not fit their type are a bench bug, but
+    the run is not lost to it: it is stored as failed, raw facts kept, saying why."""
+    try:
+        return as_record(record)
+    except ValueError as exc:
+        failed = {**record, "status": "failed", "metrics": None, "cost": None, "trace": None}
+        failed["failure"] = {"kind": "error", "reason": f"bench bug, figures do not fit the record type: {exc}"}
+        return as_record(failed)

@@ -28,7 +28,7 @@ from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
 from harness.record import accelerator_from, build_record, run_key
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
-from harness.store import load_records, record_filename, write_record
+from harness.store import RunRecord, load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
@@ -54,7 +54,7 @@ class RunRequest:
 
 @dataclass
 class SweepResult:
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     skipped: list[ResolvedRun]
     plans: list[tuple[ResolvedRun, "plans.Plan | None"]] = field(default_factory=list)
     # Runs skipped as already done: {"path", "run_key", "task", "variant", "repeat"} each.
@@ -65,8 +65,9 @@ class SweepResult:
     secondary: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] != "ok"] + [p for p in self.secondary if p["status"] != "ok"]
+    def failed(self) -> list[RunRecord | dict[str, Any]]:
+        """Failed records, and this host's failed parts of jobs another host records."""
+        return [r for r in self.records if not r.ok] + [p for p in self.secondary if p["status"] != "ok"]
 
 
 def pick_profile(requested: str, profiles: dict[str, Any], device_kind: str) -> str | None:
@@ -149,9 +150,9 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
             if staging is not None:  # the trace files go next to the record, named by it
                 from harness.trace import attach
 
-                attach(record, staging, request.results_dir, record_filename(record))
+                record = attach(record, staging, request.results_dir, record_filename(record))
             path, problem = save_record(request.results_dir, record)
-            record["_path"] = str(path)
+            record = record.model_copy(update={"path": str(path)})
             if problem is not None:
                 rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
             progress.finish(record)
@@ -246,11 +247,7 @@ def successful_records(results_dir: Path) -> dict[str, str]:
     """run_key -> path of the successful records already in the store (for resume)."""
     if not Path(results_dir).is_dir():
         return {}
-    return {
-        r["run_key"]: r["_path"]
-        for r in load_records([results_dir]).records
-        if r.get("status") == "ok" and r.get("run_key")
-    }
+    return {r.run_key: r.path for r in load_records([results_dir]).records if r.ok}
 
 
 # --------------------------------------------------------------------------- saving
@@ -260,7 +257,7 @@ def rescue_dirs() -> list[Path]:
     return [Path.cwd() / "bench-rescued-records", Path(tempfile.gettempdir()) / "bench-rescued-records"]
 
 
-def save_record(results_dir: Path, record: dict[str, Any]) -> tuple[Path, str | None]:
+def save_record(results_dir: Path, record: RunRecord) -> tuple[Path, str | None]:
     """Write the record; if the results directory fails it (full disk, removed, made
     read-only during the run), write it somewhere safe instead: an hour's run is never
     lost to a write. Returns the path and, when rescued, what went wrong."""

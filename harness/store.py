@@ -14,12 +14,11 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-SCHEMA = "bench.result"
-SCHEMA_VERSION = 1
-# schema version -> function upgrading a record of that version by one version.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+from harness.result import MIGRATIONS, SCHEMA, SCHEMA_VERSION, RunRecord, as_record
+
+__all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "RunRecord", "load_record", "load_records", "write_record"]
 
 
 def _finite(value: Any) -> Any:
@@ -37,17 +36,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", str(text)).strip("-")[:60] or "x"
 
 
-def record_filename(record: dict[str, Any]) -> str:
-    stamp = record["provenance"]["finished_at"].replace(":", "").replace("-", "")[:15]
-    scenario = record["scenario"]
-    parts = [
-        stamp,
-        scenario["name"],
-        record["backend"]["name"],
-        scenario["variant"],
-        f"r{scenario['repeat']}",
-        record["run_id"][:8],
-    ]
+def record_filename(record: RunRecord) -> str:
+    stamp = record.provenance.finished_at.replace(":", "").replace("-", "")[:15]
+    scenario = record.scenario
+    parts = [stamp, scenario.name, record.backend.name, scenario.variant, f"r{scenario.repeat}", record.run_id[:8]]
     return "-".join(slug(p) for p in parts) + ".json"
 
 
@@ -70,13 +62,15 @@ def write_json_atomic(path: Path, payload: dict[str, Any], *, keep_non_finite: b
     return path
 
 
-def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
-    return write_json_atomic(Path(results_dir) / record_filename(record), record)
+def write_record(results_dir: Path, record: RunRecord | dict[str, Any]) -> Path:
+    """Store a record (a dict is validated as one first: nothing untyped is stored)."""
+    record = as_record(record)
+    return write_json_atomic(Path(results_dir) / record_filename(record), record.to_json())
 
 
 @dataclass
 class LoadResult:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -89,24 +83,14 @@ def record_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    """One record, migrated to the current schema; ValueError if it is not one."""
+def load_record(path: Path) -> RunRecord:
+    """One record, migrated to the current schema (harness.result.MIGRATIONS) and
+    typed; ValueError if it is not one."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable ({type(exc).__name__})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: not a bench result record")
-    version = doc.get("schema_version")
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise ValueError(
-            f"{path}: schema version {version!r} is newer than this bench ({SCHEMA_VERSION}); upgrade bench"
-        )
-    while version < SCHEMA_VERSION:
-        doc = MIGRATIONS[version](doc)
-        version = doc["schema_version"]
-    doc["_path"] = str(path)
-    return doc
+    return as_record(doc, str(path)).model_copy(update={"path": str(path)})
 
 
 def load_records(paths: Iterable[str | Path]) -> LoadResult:
@@ -123,4 +107,4 @@ def successful_run_keys(results_dir: Path) -> set[str]:
     """run_keys of the successful records already in the store (for resume)."""
     if not Path(results_dir).is_dir():
         return set()
-    return {r["run_key"] for r in load_records([results_dir]).records if r.get("status") == "ok" and r.get("run_key")}
+    return {r.run_key for r in load_records([results_dir]).records if r.ok}

@@ -391,16 +391,15 @@ def _periods(period_s: dict[str, float], by_index: dict[int, dict[str, Any]]) ->
     }
 
 
-def attach(record: dict[str, Any], staging: Path, results_dir: Path, filename: str) -> None:
-    """Move the run's trace directory next to its record (`<record>.trace/`) and name its
-    files relative to the record's directory."""
+def attach(record, staging: Path, results_dir: Path, filename: str):
+    """Move the run's trace directory next to its record (`<record>.trace/`); the record
+    (a RunRecord, frozen) comes back with its trace files named relative to its directory."""
     if not staging.is_dir():
-        return
+        return record
     if not any(staging.iterdir()):
         staging.rmdir()
-        return
+        return record
     target = Path(results_dir) / (Path(filename).stem + TRACE_DIR_SUFFIX)
     os.replace(staging, target)
-    section = record.setdefault("trace", {})
-    section["dir"] = target.name
-    section["files"] = sorted(f"{target.name}/{p.relative_to(target)}" for p in target.rglob("*") if p.is_file())
+    files = sorted(f"{target.name}/{p.relative_to(target)}" for p in target.rglob("*") if p.is_file())
+    return record.model_copy(update={"trace": {**(record.trace or {}), "dir": target.name, "files": files}})

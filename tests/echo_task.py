@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.gate_metrics import GateMetric, _metric
+from harness.gate_metrics import GateMetric
 from harness.tasks.base import Column, Task
 
 
@@ -28,6 +28,6 @@ class EchoTask(Task):
 
 TASK = EchoTask(
     "echo",
-    report_columns=[Column("words", "d", lambda r: r["metrics"]["num_words"])],
-    gate_metrics={"num_words": GateMetric("higher", "", lambda r: _metric(r, "metrics", "num_words"))},
+    report_columns=[Column("metrics.num_words", "words", "d")],
+    gate_metrics={"num_words": GateMetric("higher", "", "metrics.num_words")},
 )

@@ -8,7 +8,7 @@ framework: a task's worker side imports those itself, inside `execute`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from harness.gate_metrics import GateMetric
 
@@ -24,14 +24,18 @@ def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One report column: a record's figure; a row shows the median over its runs (or
-    the sum, for counts such as errors)."""
+    """One report column: a record's figure, by its id (harness.result.RunRecord.figure);
+    a row shows the median over its runs (or the sum, for counts such as errors). The
+    header is only what is printed: report and plots look columns up by id."""
 
+    id: str
     header: str
     spec: str
-    value: Callable[[dict[str, Any]], Any]
     compiles: bool = False  # "n/a (eager)" where the backend compiles nothing
     over_runs: Literal["median", "sum"] = "median"
+
+    def value(self, record) -> Any:
+        return record.figure(self.id)
 
 
 @dataclass

@@ -12,37 +12,31 @@ from rich.text import Text
 
 from harness import cost as cost_model
 from harness import metrics as metric_fns
-from harness.gate_metrics import GateMetric, _metric
+from harness.gate_metrics import GateMetric
 from harness.serving import engines, points
 from harness.tasks.base import Column, Task, fmt
 
 
-def _lat(name: str, stat: str):
-    return lambda r: (r["metrics"].get(name) or {}).get(stat)
-
-
 REPORT_COLUMNS: list[Column] = [
-    Column("TTFT median (s)", ".4g", _lat("ttft_s", "median")),
-    Column("TTFT p99 (s)", ".4g", _lat("ttft_s", "p99")),
-    Column("TPOT median (s)", ".4g", _lat("tpot_s", "median")),
-    Column("ITL p99 (s)", ".4g", _lat("itl_s", "p99")),
-    Column("E2EL median (s)", ".4g", _lat("e2el_s", "median")),
-    Column("output tok/s", ".4g", lambda r: r["metrics"]["output_throughput_tok_s"]),
-    Column("req/s", ".4g", lambda r: r["metrics"]["request_throughput_req_s"]),
-    Column("goodput req/s", ".4g", lambda r: r["metrics"]["goodput_req_s"]),
-    Column("errors", "d", lambda r: r["metrics"]["num_errors"], over_runs="sum"),
-    Column("$/1M out tok", ".4g", lambda r: (r.get("cost") or {}).get("usd_per_1m_output_tokens")),
+    Column("metrics.ttft_s.median", "TTFT median (s)", ".4g"),
+    Column("metrics.ttft_s.p99", "TTFT p99 (s)", ".4g"),
+    Column("metrics.tpot_s.median", "TPOT median (s)", ".4g"),
+    Column("metrics.itl_s.p99", "ITL p99 (s)", ".4g"),
+    Column("metrics.e2el_s.median", "E2EL median (s)", ".4g"),
+    Column("metrics.output_throughput_tok_s", "output tok/s", ".4g"),
+    Column("metrics.request_throughput_req_s", "req/s", ".4g"),
+    Column("metrics.goodput_req_s", "goodput req/s", ".4g"),
+    Column("metrics.num_errors", "errors", "d", over_runs="sum"),
+    Column("cost.usd_per_1m_output_tokens", "$/1M out tok", ".4g"),
 ]
 
 GATE_METRICS: dict[str, GateMetric] = {
-    "ttft_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "median")),
-    "ttft_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "ttft_s", "p99")),
-    "tpot_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "tpot_s", "median")),
-    "itl_s.p99": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "itl_s", "p99")),
-    "output_throughput_tok_s": GateMetric(
-        "higher", "tok/s", lambda r: _metric(r, "metrics", "output_throughput_tok_s")
-    ),
-    "usd_per_1m_output_tokens": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_output_tokens")),
+    "ttft_s": GateMetric("lower", "s", "metrics.ttft_s.median"),
+    "ttft_s.p99": GateMetric("lower", "s", "metrics.ttft_s.p99"),
+    "tpot_s": GateMetric("lower", "s", "metrics.tpot_s.median"),
+    "itl_s.p99": GateMetric("lower", "s", "metrics.itl_s.p99"),
+    "output_throughput_tok_s": GateMetric("higher", "tok/s", "metrics.output_throughput_tok_s"),
+    "usd_per_1m_output_tokens": GateMetric("lower", "$", "cost.usd_per_1m_output_tokens"),
 }
 
 

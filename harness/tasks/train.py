@@ -17,66 +17,52 @@ from harness import cost as cost_model
 from harness import hosts
 from harness import metrics as metric_fns
 from harness import plan as plans
-from harness.gate_metrics import GateMetric, _measured, _metric
+from harness.gate_metrics import GateMetric, measured_steps
 from harness.tasks.base import Column, Task, fmt
 
 
-def _m(key: str, stat: str | None = None):
-    """A record's metric (or one statistic of a metric's summary)."""
-    if stat is None:
-        return lambda r: r["metrics"].get(key)
-    return lambda r: (r["metrics"].get(key) or {}).get(stat)
-
-
-def _c(key: str):
-    return lambda r: (r.get("cost") or {}).get(key)
-
-
 REPORT_COLUMNS: list[Column] = [
-    Column("step median (s)", ".4g", _m("step_time_s", "median")),
-    Column("step p90 (s)", ".4g", _m("step_time_s", "p90")),
-    Column("compile (s)", ".3g", _m("compile_time_s"), compiles=True),
-    Column("recompiles", ".3g", _m("num_recompiles"), compiles=True),
-    Column("tok/s real (steady)", ".4g", _m("tokens_per_s_real")),
-    Column("tok/s real effective", ".4g", _m("tokens_per_s_real_effective")),
-    Column("tok/s padded", ".4g", _m("tokens_per_s_padded")),
-    Column("tok/s real per chip", ".4g", _m("tokens_per_s_real_per_chip")),
-    Column("MFU", ".2%", _m("mfu")),
-    Column("peak mem (GiB)", ".3g", _m("peak_memory_gib")),
-    Column("$/1M real tok (steady)", ".4g", _c("usd_per_1m_tokens_real")),
-    Column("$ setup", ".3g", _c("usd_setup")),
-    Column("$ warm-up (compile)", ".3g", _c("usd_warmup")),
-    Column("$ steady state", ".3g", _c("usd_steady_state")),
-    Column("$/run total", ".3g", _c("usd_run")),
+    Column("metrics.step_time_s.median", "step median (s)", ".4g"),
+    Column("metrics.step_time_s.p90", "step p90 (s)", ".4g"),
+    Column("metrics.compile_time_s", "compile (s)", ".3g", compiles=True),
+    Column("metrics.num_recompiles", "recompiles", ".3g", compiles=True),
+    Column("metrics.tokens_per_s_real", "tok/s real (steady)", ".4g"),
+    Column("metrics.tokens_per_s_real_effective", "tok/s real effective", ".4g"),
+    Column("metrics.tokens_per_s_padded", "tok/s padded", ".4g"),
+    Column("metrics.tokens_per_s_real_per_chip", "tok/s real per chip", ".4g"),
+    Column("metrics.mfu", "MFU", ".2%"),
+    Column("metrics.peak_memory_gib", "peak mem (GiB)", ".3g"),
+    Column("cost.usd_per_1m_tokens_real", "$/1M real tok (steady)", ".4g"),
+    Column("cost.usd_setup", "$ setup", ".3g"),
+    Column("cost.usd_warmup", "$ warm-up (compile)", ".3g"),
+    Column("cost.usd_steady_state", "$ steady state", ".3g"),
+    Column("cost.usd_run", "$/run total", ".3g"),
 ]
 
 GATE_METRICS: dict[str, GateMetric] = {
     "step_time_s": GateMetric(
-        "lower",
-        "s",
-        lambda r: _metric(r, "metrics", "step_time_s", "median"),
-        lambda r: [s["time_s"] for s in _measured(r)],
+        "lower", "s", "metrics.step_time_s.median", lambda r: [s["time_s"] for s in measured_steps(r)]
     ),
-    "step_time_s.p90": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "step_time_s", "p90")),
+    "step_time_s.p90": GateMetric("lower", "s", "metrics.step_time_s.p90"),
     "tokens_per_s_real": GateMetric(
         "higher",
         "tok/s",
-        lambda r: _metric(r, "metrics", "tokens_per_s_real"),
-        lambda r: [s["tokens_real"] / s["time_s"] for s in _measured(r)],
+        "metrics.tokens_per_s_real",
+        lambda r: [s["tokens_real"] / s["time_s"] for s in measured_steps(r)],
     ),
     "tokens_per_s_padded": GateMetric(
         "higher",
         "tok/s",
-        lambda r: _metric(r, "metrics", "tokens_per_s_padded"),
-        lambda r: [s["tokens_padded"] / s["time_s"] for s in _measured(r)],
+        "metrics.tokens_per_s_padded",
+        lambda r: [s["tokens_padded"] / s["time_s"] for s in measured_steps(r)],
     ),
-    "num_recompiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_recompiles")),
-    "num_compiles": GateMetric("lower", "", lambda r: _metric(r, "metrics", "num_compiles")),
-    "compile_time_s": GateMetric("lower", "s", lambda r: _metric(r, "metrics", "compile_time_s")),
-    "peak_memory_gib": GateMetric("lower", "GiB", lambda r: _metric(r, "metrics", "peak_memory_gib")),
-    "mfu": GateMetric("higher", "", lambda r: _metric(r, "metrics", "mfu")),
-    "usd_run": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_run")),
-    "usd_per_1m_tokens_real": GateMetric("lower", "$", lambda r: _metric(r, "cost", "usd_per_1m_tokens_real")),
+    "num_recompiles": GateMetric("lower", "", "metrics.num_recompiles"),
+    "num_compiles": GateMetric("lower", "", "metrics.num_compiles"),
+    "compile_time_s": GateMetric("lower", "s", "metrics.compile_time_s"),
+    "peak_memory_gib": GateMetric("lower", "GiB", "metrics.peak_memory_gib"),
+    "mfu": GateMetric("higher", "", "metrics.mfu"),
+    "usd_run": GateMetric("lower", "$", "cost.usd_run"),
+    "usd_per_1m_tokens_real": GateMetric("lower", "$", "cost.usd_per_1m_tokens_real"),
 }
 
 
