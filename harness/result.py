@@ -323,3 +323,33 @@ def _first_error(exc: ValueError) -> str:
         first = errors()[0]
         return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return str(exc)
+
+
+def declares(task: str, metric_id: str) -> bool:
+    """Whether `metric_id` ("metrics.step_time_s.median") names a field the record types
+    of `task` declare: report columns and gate metrics are checked against it, so a
+    misspelt id fails a test instead of showing "n/a" forever. A task without types of
+    its own (plain mappings) declares whatever its records hold."""
+    if task not in _TASK_TYPES:
+        return True
+    metrics_type, cost_type = _TASK_TYPES[task]
+    section, _, rest = metric_id.partition(".")
+    node: Any = {"metrics": metrics_type, "cost": cost_type}.get(section) or RunRecord.model_fields.get(section)
+    if node is None or not rest:
+        return node is not None
+    for part in rest.split("."):
+        model = _model_of(node)
+        if model is None or part not in model.model_fields:
+            return False
+        node = model.model_fields[part].annotation
+    return True
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model in an annotation (`Stats | None` -> Stats), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None

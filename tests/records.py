@@ -106,6 +106,7 @@ def make_record(
         "schema_version": SCHEMA_VERSION,
         "run_id": uuid.uuid4().hex,
         "run_key": uuid.uuid4().hex,
+        "task": "train",
         "status": status,
         "failure": failure,
         "scenario": {
@@ -134,9 +135,14 @@ def make_record(
             "command": ["bench"],
             "libraries": {},
         },
+        "plan": None,
         "raw": raw,
         "metrics": None,
         "cost": None,
+        "sweep": None,
+        "server": None,
+        "trace": None,
+        "warnings": [],
     }
     if status == "ok":
         flops = metrics.FlopsModel(ARCH, lora=True, adapter_params=MODEL["num_trainable_params"])

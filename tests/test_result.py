@@ -1,0 +1,137 @@
+"""The typed result record (harness/result.py): schema 2, frozen, explicit migrations
+from schema 1, figures addressed by id."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from harness import result, tasks
+from harness.result import SCHEMA_VERSION, RunRecord, ServeMetrics, TrainCost, TrainMetrics, as_record, migrate
+from harness.store import load_record, load_records, write_record
+
+from conftest import ROOT
+from records import failed_record, make_record
+
+V1 = ROOT / "tests" / "fixtures" / "records_v1"
+V1_FILES = sorted(V1.glob("*.json"))
+
+
+def _v1(task: str) -> dict:
+    doc = next(d for d in (json.loads(p.read_text()) for p in V1_FILES) if d["task"] == task)
+    assert doc["schema_version"] == 1
+    return doc
+
+
+def test_schema_1_records_migrate_to_typed_schema_2():
+    train, serve = (load_record(p) for p in V1_FILES)
+    if train.task != "train":
+        train, serve = serve, train
+    assert SCHEMA_VERSION == 2
+    assert (train.schema_version, serve.schema_version) == (2, 2)
+    assert isinstance(train.metrics, TrainMetrics) and isinstance(train.cost, TrainCost)
+    assert isinstance(serve.metrics, ServeMetrics)
+    # The figures are the stored ones, unchanged by the migration.
+    stored = _v1("train")
+    assert train.metrics.step_time_s.median == stored["metrics"]["step_time_s"]["median"]
+    assert train.cost.price.source == stored["cost"]["price"]["source"]
+    # Schema 1 kept a served run's server only in its raw facts: schema 2 has the field.
+    assert serve.server == _v1("serve")["raw"].get("server")
+    assert train.path and train.path.endswith(".json")
+
+
+def test_a_schema_1_record_without_a_task_was_a_training_run():
+    doc = _v1("train")
+    del doc["task"], doc["warnings"], doc["plan"]  # the earliest schema-1 records had none
+    record = as_record(doc)
+    assert record.task == "train" and record.warnings == [] and record.plan is None
+
+
+def test_migration_does_not_change_its_input():
+    doc = _v1("serve")
+    before = json.dumps(doc, sort_keys=True)
+    migrate(doc)
+    assert json.dumps(doc, sort_keys=True) == before
+
+
+def test_records_are_frozen():
+    record = as_record(make_record([1.0, 1.1]))
+    with pytest.raises(ValidationError):
+        record.status = "failed"
+    with pytest.raises(ValidationError):
+        record.metrics.mfu = 0.5
+
+
+def test_write_then_load_round_trips(tmp_path):
+    record = as_record(make_record([1.0, 1.2, 1.1]))
+    path = write_record(tmp_path, record)
+    stored = json.loads(path.read_text())
+    assert stored["schema"] == "bench.result" and stored["schema_version"] == 2
+    assert "path" not in stored and "_path" not in stored
+    loaded = load_record(path)
+    assert loaded.model_copy(update={"path": None}) == record
+    assert loaded.path == str(path)
+
+
+def test_a_newer_or_unknown_schema_is_skipped_with_a_warning(tmp_path):
+    doc = as_record(make_record([1.0])).to_json()
+    (tmp_path / "future.json").write_text(json.dumps({**doc, "schema_version": 3}))
+    (tmp_path / "zero.json").write_text(json.dumps({**doc, "schema_version": 0}))
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "something.else"}))
+    loaded = load_records([tmp_path])
+    assert loaded.records == []
+    text = "\n".join(loaded.warnings)
+    assert "newer than this bench" in text and "schema version 0" in text and "not a bench result record" in text
+
+
+def test_a_figure_that_is_not_in_the_type_is_refused_naming_it():
+    doc = make_record([1.0])
+    doc["metrics"]["mfu_typo"] = 0.5
+    with pytest.raises(ValueError, match="mfu_typo"):
+        as_record(doc)
+
+
+def test_a_failed_record_says_why():
+    assert as_record(failed_record()).failure.reason == "RuntimeError: boom"
+    doc = failed_record()
+    doc["failure"] = None
+    with pytest.raises(ValueError, match="failure"):
+        as_record(doc)
+
+
+def test_figure_by_id_reads_the_typed_fields():
+    record = as_record(make_record([1.0, 2.0, 3.0]))
+    assert record.figure("metrics.step_time_s.median") == record.metrics.step_time_s.median == 2.0
+    assert record.figure("cost.usd_run") == record.cost.usd_run
+    assert record.figure("scenario.name") == "tiny"
+    assert record.figure("metrics.no_such_figure") is None
+    assert as_record(failed_record()).figure("metrics.mfu") is None
+
+
+def test_every_report_column_and_gate_metric_names_a_declared_figure():
+    """A misspelt id would show "n/a" forever: each is checked against the types."""
+    for name in ("train", "serve"):
+        task = tasks.get(name)
+        ids = [c.id for c in task.report_columns] + [m.figure for m in task.gate_metrics.values()]
+        assert ids
+        for metric_id in ids:
+            assert result.declares(name, metric_id), f"{name}: {metric_id}"
+    assert not result.declares("train", "metrics.step_time_s.p95")
+    assert not result.declares("serve", "metrics.mfu")
+
+
+def test_a_record_the_writer_builds_is_a_run_record():
+    assert isinstance(as_record(make_record([1.0])), RunRecord)
+
+
+def test_schema_1_records_report_as_they_did(tmp_path):
+    """The report of the migrated records is the schema-1 readers' report, byte for byte
+    (tests/fixtures/records_v1/report.md and .csv, made by main at 47637bb)."""
+    from reports.model import build
+    from reports.render import csv, markdown
+
+    report = build(load_records([V1]).records, None, ())
+    assert markdown(report) == (V1 / "report.md").read_text()
+    assert csv(report) == (V1 / "report.csv").read_text()
