@@ -16,7 +16,6 @@ from harness.gate_metrics import GateMetric
 from harness.serving import engines, points
 from harness.tasks.base import Column, Task, fmt
 
-
 REPORT_COLUMNS: list[Column] = [
     Column("metrics.ttft_s.median", "TTFT median (s)", ".4g"),
     Column("metrics.ttft_s.p99", "TTFT p99 (s)", ".4g"),

@@ -20,7 +20,6 @@ from harness import plan as plans
 from harness.gate_metrics import GateMetric, measured_steps
 from harness.tasks.base import Column, Task, fmt
 
-
 REPORT_COLUMNS: list[Column] = [
     Column("metrics.step_time_s.median", "step median (s)", ".4g"),
     Column("metrics.step_time_s.p90", "step p90 (s)", ".4g"),
