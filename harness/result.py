@@ -164,7 +164,7 @@ class ScenarioRef(BaseModel):
     cell: dict[str, Any] = Field(default_factory=dict)
     repeat: int
     overrides: dict[str, Any] = Field(default_factory=dict)
-    profile: str | None = None
+    profile: dict[str, Any] | None = None  # the named profile applied: name, overrides, reduced
     resolved: dict[str, Any]
 
 
@@ -304,7 +304,7 @@ def as_record(value: "RunRecord | dict[str, Any]", where: str = "record") -> Run
     """A RunRecord from a stored record's JSON (migrated) or a RunRecord as it is."""
     if isinstance(value, RunRecord):
         return value
-    doc = migrate(value, where)
+    doc = dict(migrate(value, where))  # a shallow copy: the caller's dict keeps its `_path`
     path = doc.pop("_path", None)
     try:
         record = RunRecord.model_validate(doc)
