@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.metrics import across_runs
+from harness.result import RunRecord
 from reports.factors import ACCELERATOR, BACKEND, OWNED_BY_ACCELERATOR, PRECISION, UNSET, comparable, level_text
 from reports.stats import Ratio, noise_words, ratio_of_medians, ratio_sentence
 
@@ -25,15 +26,17 @@ STEADY = ("tokens_per_s_real", "usd_per_1m_tokens_real")
 EFFECTIVE = ("tokens_per_s_real_effective", "usd_per_1m_tokens_real_effective")
 
 
-def _metric(record: dict[str, Any], key: str) -> float | None:
-    return (record.get("metrics") or {}).get(key)
+def _metric(record: RunRecord, key: str) -> float | None:
+    """A train record's figure (a TrainMetrics field), None where it has no metrics."""
+    return None if record.metrics is None else getattr(record.metrics, key)
 
 
-def _cost(record: dict[str, Any], key: str) -> float | None:
-    return (record.get("cost") or {}).get(key)
+def _cost(record: RunRecord, key: str) -> float | None:
+    """A train record's cost figure (a TrainCost field), None where it is unpriced."""
+    return None if record.cost is None else getattr(record.cost, key)
 
 
-def lacks_steady_state(records: list[dict[str, Any]]) -> int:
+def lacks_steady_state(records: list[RunRecord]) -> int:
     """How many of these runs have no steady-state throughput."""
     return sum(_metric(r, STEADY[0]) is None for r in records)
 
@@ -251,7 +254,7 @@ def ttft_words(a_rows: list, b_rows: list, a_name: str, b_name: str) -> str | No
     if len(a_rows) > 1 or len(b_rows) > 1:
         return f"TTFT: several serving configurations on {a_name if len(a_rows) > 1 else b_name}, see Serving"
     ttft = [
-        across_runs((r["metrics"].get("ttft_s") or {}).get("median") for r in rows[0].records)
+        across_runs(r.metrics.ttft_s.median if r.metrics.ttft_s else None for r in rows[0].records)
         for rows in (a_rows, b_rows)
     ]
     if None in ttft:

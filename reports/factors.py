@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from harness.errors import SpecError
+from harness.result import Accelerator, RunRecord
 
 ACCELERATOR, BACKEND, PRECISION = "accelerator", "backend", "train.precision"
 # Fields that describe the scenario file or the harness's bookkeeping, not the run.
@@ -39,12 +40,12 @@ UNSET = "unset"  # a field one record has and another does not
 OWNED_BY_ACCELERATOR = ("parallel.devices", "price")
 
 
-def accelerator_label(acc: dict[str, Any]) -> str:
+def accelerator_label(acc: Accelerator) -> str:
     """`v5p-8` for a TPU slice (what `bench cost` accepts), else `2x h100-sxm`."""
     from harness.accelerators import _CORES_PER_CHIP
     from harness.cost import parse_fleet
 
-    key, chips = acc["catalog_key"], int(acc.get("count") or 1)
+    key, chips = acc.catalog_key, int(acc.count or 1)
     if key.startswith("tpu-"):
         name = f"{key[4:]}-{chips * _CORES_PER_CHIP.get(key, 1)}"
         try:
@@ -69,33 +70,41 @@ def flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def backend_label(record: dict[str, Any]) -> str:
+def backend_label(record: RunRecord) -> str:
     """The backend's name, with the options the record ran with (those a matrix key
     sets are the matrix factor's, not the backend's)."""
-    name = record["backend"]["name"]
-    set_by_matrix = {
-        k.split(".", 2)[2] for k in record["scenario"].get("cell", {}) if k.startswith(f"backend_options.{name}.")
-    }
-    options = {k: v for k, v in (record["backend"].get("options") or {}).items() if k not in set_by_matrix}
+    name = record.backend.name
+    set_by_matrix = {k.split(".", 2)[2] for k in record.scenario.cell if k.startswith(f"backend_options.{name}.")}
+    options = {k: v for k, v in record.backend.options.items() if k not in set_by_matrix}
     return name + (" {" + ", ".join(f"{k}: {_text(v)}" for k, v in sorted(options.items())) + "}" if options else "")
 
 
-def price_label(record: dict[str, Any]) -> str:
-    price = (record.get("cost") or {}).get("price")
-    return f"${price['usd_per_chip_hour']:g}/chip-h {price['pricing']}" if price else "unpriced"
+def price_label(record: RunRecord) -> str:
+    # By figure id: a plug-in task's cost may be a plain mapping (harness.result).
+    rate, pricing = record.figure("cost.price.usd_per_chip_hour"), record.figure("cost.price.pricing")
+    return f"${rate:g}/chip-h {pricing}" if rate is not None else "unpriced"
 
 
-def attributes(record: dict[str, Any]) -> dict[str, str]:
+def profile_name(record: RunRecord) -> str | None:
+    """The name of the profile a reduced run applied (harness.loader: its name,
+    overrides and `reduced`), None for a full run."""
+    profile = record.scenario.profile
+    if isinstance(profile, dict):
+        return profile.get("name")
+    return getattr(profile, "name", profile)
+
+
+def attributes(record: RunRecord) -> dict[str, str]:
     """Everything that defines a record's configuration, as `field -> value` text, in
     display order: accelerator, backend, matrix keys, precision, the rest."""
-    resolved = {k: v for k, v in record["scenario"]["resolved"].items() if k not in NOT_CONFIGURATION}
+    resolved = {k: v for k, v in record.scenario.resolved.items() if k not in NOT_CONFIGURATION}
     flat = flatten(resolved)
-    cell = {k: _text(v) for k, v in record["scenario"].get("cell", {}).items()}
-    head = {ACCELERATOR: accelerator_label(record["accelerator"]), BACKEND: backend_label(record), **cell}
+    cell = {k: _text(v) for k, v in record.scenario.cell.items()}
+    head = {ACCELERATOR: accelerator_label(record.accelerator), BACKEND: backend_label(record), **cell}
     if PRECISION in flat:
         head.setdefault(PRECISION, flat[PRECISION])
     rest = {k: v for k, v in sorted(flat.items()) if k not in head}
-    profile = (record["scenario"].get("profile") or {}).get("name") or "none"
+    profile = profile_name(record) or "none"
     return {**head, **rest, "profile": profile, "price": price_label(record)}
 
 
@@ -103,7 +112,7 @@ def factors(rows: list) -> list[str]:
     """The factors that vary among these rows, in display order."""
     candidates = [ACCELERATOR, BACKEND]
     for row in rows:
-        candidates += [k for k in row.records[0]["scenario"].get("cell", {}) if k not in candidates]
+        candidates += [k for k in row.records[0].scenario.cell if k not in candidates]
     candidates.append(PRECISION)
     return [f for f in dict.fromkeys(candidates) if len({row.attrs.get(f) for row in rows}) > 1]
 
@@ -168,28 +177,28 @@ def parse_selector(text: str, option: str) -> list[tuple[str, str]]:
     return terms
 
 
-def accelerator_matches(acc: dict[str, Any], wanted: str) -> bool:
+def accelerator_matches(acc: Accelerator, wanted: str) -> bool:
     """A catalog key (`tpu-v5p`, any chip count), `key:chips`, a TPU slice (`v5p-8`), or
     the report's own label (`2x h100-sxm`)."""
     from harness.cost import parse_fleet
 
-    if wanted in (acc["catalog_key"], accelerator_label(acc)):
+    if wanted in (acc.catalog_key, accelerator_label(acc)):
         return True
     try:
         fleet = parse_fleet(wanted)
     except SpecError:
         return False
-    return (fleet.accelerator, fleet.chips) == (acc["catalog_key"], int(acc.get("count") or 1))
+    return (fleet.accelerator, fleet.chips) == (acc.catalog_key, int(acc.count or 1))
 
 
 def term_matches(row, key: str, value: str) -> bool:
     record = row.records[0]
     if key == "variant":
-        return record["scenario"]["variant"] == value
+        return record.scenario.variant == value
     if key == "backend":
-        return record["backend"]["name"] == value or row.attrs[BACKEND] == value
+        return record.backend.name == value or row.attrs[BACKEND] == value
     if key == "accelerator":
-        return accelerator_matches(record["accelerator"], value)
+        return accelerator_matches(record.accelerator, value)
     if key == "precision":
         return row.attrs.get(PRECISION) == value
     return row.attrs.get(key) == value
@@ -202,9 +211,9 @@ def known_key(rows: list, key: str) -> bool:
 def candidates(rows: list, key: str) -> list[str]:
     """The values a key could have matched, for the error message."""
     if key == "variant":
-        values = [row.records[0]["scenario"]["variant"] for row in rows]
+        values = [row.records[0].scenario.variant for row in rows]
     elif key == "backend":
-        values = [row.records[0]["backend"]["name"] for row in rows]
+        values = [row.records[0].backend.name for row in rows]
     elif key == "precision":
         values = [row.attrs.get(PRECISION, "") for row in rows]
     else:

@@ -9,6 +9,7 @@ from typing import Any, Callable
 from harness import tasks
 from harness.errors import BenchError, SpecError
 from harness.metrics import across_runs
+from harness.result import Price, RunRecord, as_records
 from harness.tasks.base import Column
 from reports import compare, factors, stats
 from reports import serving as serve_report
@@ -22,12 +23,12 @@ def _columns(layout: str) -> list[Column]:
     return owners[0].report_columns
 
 
-def layout_of(record: dict[str, Any]) -> str:
+def layout_of(record: RunRecord) -> str:
     """Which part of the report shows a record: its task's layout."""
-    return tasks.of(record).report_layout
+    return tasks.get(record.task).report_layout
 
 
-def _over_runs(column: Column) -> Callable[[list[dict[str, Any]]], Any]:
+def _over_runs(column: Column) -> Callable[[list[RunRecord]], Any]:
     if column.over_runs == "sum":
         return lambda rs: sum(column.value(r) for r in rs)
     return lambda rs: across_runs(column.value(r) for r in rs)
@@ -65,18 +66,18 @@ def _fsdp_compiles_by_default() -> bool:
     return FsdpOptions.model_fields["compile"].default
 
 
-def compiles_nothing(record: dict[str, Any]) -> bool:
+def compiles_nothing(record: RunRecord) -> bool:
     """An eager backend that compiled nothing: torch, or gpu-fsdp without `compile`."""
-    name, options = record["backend"]["name"], record["backend"].get("options") or {}
+    name, options = record.backend.name, record.backend.options
     eager = name == "torch" or (name == "gpu-fsdp" and not options.get("compile", _fsdp_compiles_by_default()))
-    return eager and not (record.get("metrics") or {}).get("num_compiles")
+    return eager and (record.metrics is None or not record.metrics.num_compiles)
 
 
 @dataclass
 class Row:
     """Every run of one full configuration (reports/factors.py)."""
 
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     attrs: dict[str, str]
     label: str = ""
     tag: str = ""  # "1", "2", ...: the row's number in its section, on the plots' points
@@ -86,11 +87,13 @@ class Row:
     def eager(self) -> bool:
         return all(compiles_nothing(r) for r in self.records)
 
-    def median(self, value: Callable[[dict[str, Any]], Any]) -> float | None:
+    def median(self, value: Callable[[RunRecord], Any]) -> float | None:
         return across_runs(value(r) for r in self.records)
 
-    def value(self, header: str) -> Any:
-        column = next(c for c in SUMMARY_COLUMNS if c.header == header)
+    def value(self, figure: str) -> Any:
+        """The median over the row's runs of a summary column, by its figure id
+        ("metrics.tokens_per_s_real"); never by its header, which is only printed."""
+        column = next(c for c in SUMMARY_COLUMNS if c.id == figure)
         return self.median(column.value)
 
     def cell(self, column: Column) -> str:
@@ -128,7 +131,7 @@ class TaskTable:
 @dataclass
 class TableRow:
     label: str
-    records: list[dict[str, Any]]
+    records: list[RunRecord]
     cells: list[str]
     accelerator: str = ""
     scenario: str = ""
@@ -156,9 +159,9 @@ class WorkloadRow:
 class Report:
     sections: list[ScenarioSection]
     serving: list[TableRow]
-    failed: list[dict[str, Any]]
-    runs: list[dict[str, Any]]
-    prices: list[dict[str, Any]]
+    failed: list[RunRecord]
+    runs: list[RunRecord]
+    prices: list[Price]
     warnings: list[str]
     workloads: list[WorkloadRow] = field(default_factory=list)
     # The highest request rate within the SLO, per SLO search record (reports/serving.py).
@@ -184,13 +187,13 @@ CONVENTIONS = [
 
 
 # --------------------------------------------------------------------------- rows
-def _rows(records: list[dict[str, Any]], cells: bool = True) -> list[Row]:
+def _rows(records: list[RunRecord], cells: bool = True) -> list[Row]:
     groups: dict[tuple, Row] = {}
     for r in records:
         attrs = factors.attributes(r)
         groups.setdefault(tuple(attrs.items()), Row([], attrs)).records.append(r)
     # In the order the runs were made: a sweep's first matrix cell is the default baseline.
-    first = lambda row: min(r["provenance"].get("started_at") or "" for r in row.records)  # noqa: E731
+    first = lambda row: min(r.provenance.started_at or "" for r in row.records)  # noqa: E731
     rows = sorted(groups.values(), key=lambda row: (first(row), tuple(row.attrs.items())))
     names = factors.factors(rows)
     shown = factors.differences(rows, names)
@@ -203,24 +206,24 @@ def _rows(records: list[dict[str, Any]], cells: bool = True) -> list[Row]:
 
 def _label(row: Row, names: list[str], shown: list[str]) -> str:
     record = row.records[0]
-    parts = [record["scenario"]["variant"], row.attrs[factors.BACKEND], row.attrs[factors.ACCELERATOR]]
-    if factors.PRECISION in names and factors.PRECISION not in record["scenario"].get("cell", {}):
+    parts = [record.scenario.variant, row.attrs[factors.BACKEND], row.attrs[factors.ACCELERATOR]]
+    if factors.PRECISION in names and factors.PRECISION not in record.scenario.cell:
         parts.append(row.attrs[factors.PRECISION])
     parts += [f"{k}={row.attrs.get(k, factors.UNSET)}" for k in shown]
-    reduced = " (reduced)" if any(r["scenario"].get("profile") for r in row.records) else ""
+    reduced = " (reduced)" if any(r.scenario.profile for r in row.records) else ""
     return " · ".join(parts) + reduced
 
 
-def _serving_groups(records: list[dict[str, Any]]) -> list[tuple[str, Row]]:
+def _serving_groups(records: list[RunRecord]) -> list[tuple[str, Row]]:
     """(scenario, row) for serve records, grouped by full configuration like train rows."""
     return [
         (name, row)
-        for name in sorted({r["scenario"]["name"] for r in records})
-        for row in _rows([r for r in records if r["scenario"]["name"] == name], cells=False)
+        for name in sorted({r.scenario.name for r in records})
+        for row in _rows([r for r in records if r.scenario.name == name], cells=False)
     ]
 
 
-def _serving_rows(records: list[dict[str, Any]]) -> list[TableRow]:
+def _serving_rows(records: list[RunRecord]) -> list[TableRow]:
     return [
         TableRow(
             f"{name} · {row.label}",
@@ -233,18 +236,18 @@ def _serving_rows(records: list[dict[str, Any]]) -> list[TableRow]:
     ]
 
 
-def _task_tables(records: list[dict[str, Any]]) -> list[TaskTable]:
+def _task_tables(records: list[RunRecord]) -> list[TaskTable]:
     tables = []
-    for name in sorted({tasks.name_of(r) for r in records}):
+    for name in sorted({r.task for r in records}):
         columns = [
             ("runs", "d", lambda rs: len(rs)),
             *((c.header, c.spec, _over_runs(c)) for c in tasks.get(name).report_columns),
         ]
-        mine = [r for r in records if tasks.name_of(r) == name]
+        mine = [r for r in records if r.task == name]
         rows = [
             TableRow(f"{scenario} · {row.label}", row.records, [fmt(g(row.records), spec) for _, spec, g in columns])
-            for scenario in sorted({r["scenario"]["name"] for r in mine})
-            for row in _rows([r for r in mine if r["scenario"]["name"] == scenario], cells=False)
+            for scenario in sorted({r.scenario.name for r in mine})
+            for row in _rows([r for r in mine if r.scenario.name == scenario], cells=False)
         ]
         tables.append(TaskTable(name, [h for h, _, _ in columns], rows))
     return tables
@@ -295,10 +298,10 @@ def _candidates(rows: list[Row], key: str) -> list[str]:
 
 
 def _accelerator_term(row: Row) -> str:
-    acc = row.records[0]["accelerator"]
-    plain = f"{acc['catalog_key']}:{acc.get('count') or 1}"
+    acc = row.records[0].accelerator
+    plain = f"{acc.catalog_key}:{acc.count or 1}"
     label = row.attrs[factors.ACCELERATOR]
-    return plain if label.endswith(acc["catalog_key"]) else f"{label} (= {plain})"
+    return plain if label.endswith(acc.catalog_key) else f"{label} (= {plain})"
 
 
 def _telling_apart(hits: list[Row]) -> str:
@@ -307,18 +310,21 @@ def _telling_apart(hits: list[Row]) -> str:
     if key == factors.ACCELERATOR:
         return " or ".join(f"accelerator={_accelerator_term(h).split(' ')[0]}" for h in hits)
     if key == factors.BACKEND:
-        return " or ".join(f"backend={h.records[0]['backend']['name']}" for h in hits)
+        return " or ".join(f"backend={h.records[0].backend.name}" for h in hits)
     return " or ".join(f"{key}={h.attrs.get(key)}" for h in hits)
 
 
 # --------------------------------------------------------------------------- build
 def build(
-    records: list[dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
+    records: list[RunRecord | dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
 ) -> Report:
-    serving = _serving_rows([r for r in records if r["status"] == "ok" and layout_of(r) == "serving"])
-    ok = [r for r in records if r["status"] == "ok" and layout_of(r) == "comparisons"]
-    names = sorted({r["scenario"]["name"] for r in ok})
-    rows_by_scenario = {name: _rows([r for r in ok if r["scenario"]["name"] == name]) for name in names}
+    """The report of these records: RunRecords, or stored records' JSON (validated and
+    migrated here, once: everything past this point reads typed records)."""
+    records = as_records(records)
+    serving = _serving_rows([r for r in records if r.ok and layout_of(r) == "serving"])
+    ok = [r for r in records if r.ok and layout_of(r) == "comparisons"]
+    names = sorted({r.scenario.name for r in ok})
+    rows_by_scenario = {name: _rows([r for r in ok if r.scenario.name == name]) for name in names}
     chosen = select(rows_by_scenario, baseline, "--baseline") if baseline else {}
     picked = [select(rows_by_scenario, text, "--compare") for text in compares]
     warnings = list(warnings)
@@ -329,7 +335,7 @@ def build(
             if n not in chosen
         ]
     warnings += _record_warnings(ok)
-    failed = [r for r in records if r["status"] != "ok"]
+    failed = [r for r in records if not r.ok]
     report = Report(
         [],
         serving,
@@ -339,9 +345,9 @@ def build(
         warnings,
         conventions=CONVENTIONS,
     )
-    report.workloads = _workloads([r for r in records if r["status"] == "ok"])
+    report.workloads = _workloads([r for r in records if r.ok])
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
-    report.tables = _task_tables([r for r in records if r["status"] == "ok" and layout_of(r) == "table"])
+    report.tables = _task_tables([r for r in records if r.ok and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
@@ -349,16 +355,16 @@ def build(
     return report
 
 
-def _record_warnings(records: list[dict[str, Any]]) -> list[str]:
+def _record_warnings(records: list[RunRecord]) -> list[str]:
     """What the runs themselves warned about (a busy machine, an unknown device), per
     scenario: their figures are reported, with the caveat."""
     out = []
-    for name in sorted({r["scenario"]["name"] for r in records}):
-        mine = [r for r in records if r["scenario"]["name"] == name]
-        warned = [r for r in mine if r.get("warnings")]
+    for name in sorted({r.scenario.name for r in records}):
+        mine = [r for r in records if r.scenario.name == name]
+        warned = [r for r in mine if r.warnings]
         if warned:
             out.append(
-                f"{len(warned)} of {len(mine)} runs of {name} carry warnings, e.g. {warned[0]['warnings'][0]} "
+                f"{len(warned)} of {len(mine)} runs of {name} carry warnings, e.g. {warned[0].warnings[0]} "
                 "(bench show RECORD lists them)"
             )
     return out
@@ -378,7 +384,7 @@ def _section(
     requested = [compare.requested(row, base) for row in compared if row is not base]
     section = ScenarioSection(
         name,
-        rows[0].records[0]["scenario"].get("reference"),
+        rows[0].records[0].scenario.reference,
         rows,
         base,
         reason,
@@ -440,16 +446,16 @@ def _w3_extras(scenario: str, a: Row, b: Row, report: Report) -> list[str]:
     return out
 
 
-def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
+def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
     """harness.cost.workload_cost for every train row of a scenario with a `workload`
     section and one serving configuration on the same accelerator (medians over runs)."""
-    from harness.cost import fine_tune_cost, workload_cost
+    from harness.cost import workload_cost
 
     rows: list[WorkloadRow] = []
     serving = _serving_groups([r for r in records if layout_of(r) == "serving"])
-    for name in sorted({r["scenario"]["name"] for r in records}):
-        train = [r for r in records if r["scenario"]["name"] == name and layout_of(r) == "comparisons"]
-        spec = (train or [{}])[0].get("scenario", {}).get("resolved", {}).get("workload")
+    for name in sorted({r.scenario.name for r in records}):
+        train = [r for r in records if r.scenario.name == name and layout_of(r) == "comparisons"]
+        spec = train[0].scenario.resolved.get("workload") if train else None
         if not spec or not spec.get("fine_tune_tokens_millions"):
             continue  # records from before the fine-tune size was stated priced the benchmark run
         found = []
@@ -460,9 +466,9 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
             # An SLO search's $/1M output tokens is the one at the load a user would run.
             searched = [s for s in serves if _searched(s)]
             serves = searched or serves
-            per_run = row.median(lambda r: fine_tune_cost(r.get("cost") or {}, spec["fine_tune_tokens_millions"]))
+            per_run = row.median(lambda r: _fine_tune_usd(r, spec["fine_tune_tokens_millions"]))
             per_1m = (
-                across_runs((r.get("cost") or {}).get("usd_per_1m_output_tokens") for r in serves[0].records)
+                across_runs(r.cost.usd_per_1m_output_tokens if r.cost else None for r in serves[0].records)
                 if len(serves) == 1
                 else None
             )
@@ -480,7 +486,7 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
             rows.append(
                 WorkloadRow(
                     name,
-                    row.records[0]["accelerator"]["catalog_key"],
+                    row.records[0].accelerator.catalog_key,
                     spec["fine_tunes"],
                     spec["served_tokens_millions"],
                     train_usd,
@@ -495,20 +501,29 @@ def _workloads(records: list[dict[str, Any]]) -> list[WorkloadRow]:
     return rows
 
 
+def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> float | None:
+    """harness.cost.fine_tune_cost of a train record's cost (it reads the cost's JSON form:
+    a figure the record does not have, as in records from before setup was priced, is
+    absent there, not None)."""
+    from harness.cost import fine_tune_cost
+
+    return fine_tune_cost(record.cost.model_dump(exclude_none=True) if record.cost else {}, tokens_millions)
+
+
 def _serve_basis(row: Row, searched: bool) -> str:
     """Where a workload's $/1M output tokens comes from, in words."""
     runs = f"{len(row.records)} run{'s' if len(row.records) != 1 else ''}"
     if not searched:
         return f"the serve load as run ({row.label}; median of {runs})"
-    search = row.records[0]["metrics"]["slo_search"]
+    search = row.records[0].metrics.slo_search
     targets = ", ".join(f"{k} <= {v:g} s" for k, v in search["targets"].items())
-    found = [r["metrics"]["slo_search"]["max_rate_req_s"] for r in row.records]
+    found = [r.metrics.slo_search["max_rate_req_s"] for r in row.records]
     rates = ", ".join("none" if rate is None else f"{rate:g}" for rate in found)
     return f"SLO search: the highest rate within p{search['percentile']:g} {targets} ({rates} req/s; median of {runs})"
 
 
 def _searched(row: Row) -> bool:
-    return all((r["metrics"] or {}).get("slo_search") for r in row.records)
+    return all(r.metrics is not None and r.metrics.slo_search for r in row.records)
 
 
 def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:
@@ -538,10 +553,10 @@ def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:
     return out
 
 
-def _prices(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[tuple, dict[str, Any]] = {}
+def _prices(records: list[RunRecord]) -> list[Price]:
+    seen: dict[tuple, Price] = {}
     for r in records:
-        price = (r.get("cost") or {}).get("price")
+        price = r.cost.price if r.cost is not None else None
         if price:
-            seen[(price["accelerator"], price["usd_per_chip_hour"], price["source"])] = price
-    return sorted(seen.values(), key=lambda p: p["accelerator"])
+            seen[(price.accelerator, price.usd_per_chip_hour, price.source)] = price
+    return sorted(seen.values(), key=lambda p: p.accelerator)

@@ -113,11 +113,11 @@ def timeline(section, palette) -> Any:
     shown = [(row, r) for row in section.rows for r in row.records][:MAX_TIMELINES]
     warmup, times = 0, []
     for row, r in shown:
-        steps = r["raw"]["loop"]["steps"]
+        steps = r.raw["loop"]["steps"]
         warmup = max(warmup, sum(s["phase"] == "warmup" for s in steps))
         times += [s["time_s"] for s in steps]
         look = style(section, row, palette)
-        name = label(f"{row.tag}: {row.label} · r{r['scenario']['repeat']} · {r['run_id'][:6]}")
+        name = label(f"{row.tag}: {row.label} · r{r.scenario.repeat} · {r.run_id[:6]}")
         fig.add_trace(
             go.Scatter(
                 x=[s["index"] for s in steps],
@@ -150,7 +150,7 @@ def timeline(section, palette) -> Any:
             annotation_text="warm-up (excluded)",
             annotation_position="top left",
         )
-    steps_shown = max((len(r["raw"]["loop"]["steps"]) for _, r in shown), default=1)
+    steps_shown = max((len(r.raw["loop"]["steps"]) for _, r in shown), default=1)
     fig.update_layout(
         **_layout(f"{section.name}: step time per step", "step", "step time (s)"),
         yaxis=log_axis(times, pad_high=0.15),
@@ -166,7 +166,7 @@ def distribution(section, palette) -> Any:
     fig = go.Figure()
     times = []
     for row in section.rows:
-        samples = [s["time_s"] for r in row.records for s in r["raw"]["loop"]["steps"] if s["phase"] == "measure"]
+        samples = [s["time_s"] for r in row.records for s in r.raw["loop"]["steps"] if s["phase"] == "measure"]
         times += samples
         look = style(section, row, palette)
         fig.add_trace(
@@ -201,12 +201,14 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
 def _cost_point(row) -> tuple[float | None, float | None, bool]:
     """(real tokens/s, $ per 1M real tokens, steady?): steady state where every run has
     one, else effective (every measured step) for that row, marked as such."""
-    steady = (row.value("tok/s real (steady)"), row.value("$/1M real tok (steady)"))
-    if None not in steady and all((r["metrics"] or {}).get("tokens_per_s_real") is not None for r in row.records):
+    steady = (row.value("metrics.tokens_per_s_real"), row.value("cost.usd_per_1m_tokens_real"))
+    if None not in steady and all(
+        r.metrics is not None and r.metrics.tokens_per_s_real is not None for r in row.records
+    ):
         return steady[0], steady[1], True
     return (
-        row.median(lambda r: r["metrics"].get("tokens_per_s_real_effective")),
-        row.median(lambda r: (r.get("cost") or {}).get("usd_per_1m_tokens_real_effective")),
+        row.median(lambda r: r.metrics.tokens_per_s_real_effective),
+        row.median(lambda r: r.cost.usd_per_1m_tokens_real_effective if r.cost is not None else None),
         False,
     )
 
@@ -325,7 +327,7 @@ def latency_cdf(report) -> Any | None:
         ttft = sorted(
             x["ttft_s"]
             for r in row.records
-            for q in r["raw"]["requests"]
+            for q in r.raw["requests"]
             if not q["warmup"] and q["error"] is None
             for x in [request_latencies(q)]
             if x["ttft_s"] is not None

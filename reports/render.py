@@ -9,8 +9,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from harness.result import RunRecord
 from harness.textsafe import md_cell
-from reports.factors import short
+from reports.factors import profile_name, short
 from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
@@ -50,13 +53,13 @@ def script_json(figure) -> str:
     return figure.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def trace_links(record: dict, base: Path | None) -> list[dict[str, str]]:
+def trace_links(record: RunRecord, base: Path | None) -> list[dict[str, str]]:
     """A traced run's trace files (harness/trace.py), as links relative to the report's
     folder: the record names them relative to its own."""
-    files = (record.get("trace") or {}).get("files") or []
-    if not files or not record.get("_path"):
+    files = (record.trace or {}).get("files") or []
+    if not files or not record.path:
         return []
-    here = Path(record["_path"]).parent
+    here = Path(record.path).parent
     return [
         {"name": Path(f).name, "href": Path(os.path.relpath(here / f, base or Path.cwd())).as_posix()} for f in files
     ]
@@ -81,6 +84,7 @@ def html(report: Report, base: Path | None = None) -> str:
         plotly_js=get_plotlyjs(),
         run_label=run_label,
         factor_names=factor_names,
+        profile_name=profile_name,
         cost_note=COST_NOTE,
         trace_links=lambda record: trace_links(record, base),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -200,13 +204,7 @@ def markdown(report: Report) -> str:
             "| "
             + " | ".join(
                 md_cell(x)
-                for x in (
-                    r["scenario"]["name"],
-                    r["scenario"]["variant"],
-                    r["backend"]["name"],
-                    r["failure"]["kind"],
-                    r["failure"]["reason"],
-                )
+                for x in (r.scenario.name, r.scenario.variant, r.backend.name, r.failure.kind, r.failure.reason)
             )
             + " |"
             for r in report.failed
@@ -215,37 +213,49 @@ def markdown(report: Report) -> str:
     out += ["## Prices used", "", "| accelerator | $/chip-hour | pricing | source | date |", "|---|---|---|---|---|"]
     out += [
         "| "
-        + " | ".join(md_cell(p[k]) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date"))
+        + " | ".join(md_cell(getattr(p, k)) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date"))
         + " |"
         for p in report.prices
     ]
     return "\n".join(out) + "\n"
 
 
-def _flat(record: dict[str, Any]) -> dict[str, Any]:
-    s, acc, m, c = record["scenario"], record["accelerator"], record.get("metrics") or {}, record.get("cost") or {}
+def _figures(metrics: Any) -> dict[str, Any]:
+    """A record's metrics as `name -> value`: the figures it has (a task's metrics type,
+    or a plug-in task's plain mapping), in their order; a distribution as one mapping."""
+    if metrics is None:
+        return {}
+    if isinstance(metrics, BaseModel):
+        # exclude_unset: the figures the record holds, not the type's empty defaults (a
+        # record from before a figure existed has no column for it, as its JSON had none).
+        return metrics.model_dump(exclude_unset=True)
+    return dict(metrics)
+
+
+def _flat(record: RunRecord) -> dict[str, Any]:
+    s, acc = record.scenario, record.accelerator
     row = {
-        "scenario": s["name"],
-        "variant": s["variant"],
-        "repeat": s["repeat"],
-        "backend": record["backend"]["name"],
-        "accelerator": acc["catalog_key"],
-        "chips": acc.get("count"),
-        "status": record["status"],
-        "failure": (record.get("failure") or {}).get("reason"),
-        "reduced": bool(s.get("profile")),
-        "run_id": record["run_id"],
-        "scenario_hash": s.get("hash"),
-        "commit": record["provenance"].get("commit"),
+        "scenario": s.name,
+        "variant": s.variant,
+        "repeat": s.repeat,
+        "backend": record.backend.name,
+        "accelerator": acc.catalog_key,
+        "chips": acc.count,
+        "status": record.status,
+        "failure": record.failure.reason if record.failure else None,
+        "reduced": bool(s.profile),
+        "run_id": record.run_id,
+        "scenario_hash": s.hash,
+        "commit": record.provenance.commit,
     }
-    for key, value in m.items():
+    for key, value in _figures(record.metrics).items():
         if isinstance(value, dict):
             row.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             row[key] = value
     row.update(
         {
-            k: c.get(k)
+            k: record.figure(f"cost.{k}")
             for k in (
                 "usd_run",
                 "usd_setup",
@@ -256,7 +266,7 @@ def _flat(record: dict[str, Any]) -> dict[str, Any]:
             )
         }
     )
-    row["price_source"] = (c.get("price") or {}).get("source")
+    row["price_source"] = record.figure("cost.price.source")
     return row
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.metrics import percentile, request_latencies
+from harness.result import RunRecord
 from reports import factors
 
 PERCENTILES = (50, 90, 99)
@@ -31,25 +32,25 @@ def _measured_ok(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in requests if not r["warmup"] and r["error"] is None]
 
 
-def curves(records: list[dict[str, Any]]) -> list[Curve]:
+def curves(records: list[RunRecord]) -> list[Curve]:
     out: dict[str, Curve] = {}
     for r in records:
-        acc = factors.accelerator_label(r["accelerator"])
-        slo = (r["metrics"] or {}).get("slo") or {}
-        name = r["scenario"]["name"]
-        search = (r.get("raw") or {}).get("slo_search")
+        acc = factors.accelerator_label(r.accelerator)
+        slo = (r.metrics.slo if r.metrics is not None else None) or {}
+        name = r.scenario.name
+        search = (r.raw or {}).get("slo_search")
         if search:
             curve = Curve(f"{name} · {acc} · SLO search", acc, slo)
             curve.points = [(p["rate"], _measured_ok(p["requests"])) for p in search["points"]]
-            out[r["run_id"]] = curve
-        elif r.get("sweep") and r["sweep"].get("id"):
-            sweep = r["sweep"]
+            out[r.run_id] = curve
+        elif r.sweep and r.sweep.get("id"):
+            sweep = r.sweep
             curve = out.setdefault(sweep["id"], Curve(f"{name} · {acc} · sweep {sweep['id'][:6]}", acc, slo))
             if sweep["axis"] == "request_rate":
                 x = sweep["value"]
             else:
-                curve.x_kind, x = "achieved", r["metrics"]["request_throughput_req_s"]
-            curve.points.append((x, _measured_ok(r["raw"]["requests"])))
+                curve.x_kind, x = "achieved", r.metrics.request_throughput_req_s
+            curve.points.append((x, _measured_ok(r.raw["requests"])))
     for curve in out.values():
         curve.points.sort(key=lambda p: p[0])
     return list(out.values())
@@ -60,29 +61,27 @@ def latency_percentiles(requests: list[dict[str, Any]], name: str) -> dict[int, 
     return {p: percentile(values, p) if values else None for p in PERCENTILES}
 
 
-def slo_rates(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def slo_rates(records: list[RunRecord]) -> list[dict[str, Any]]:
     """One line per SLO search record: the accelerator, the highest rate within the SLO,
     the goodput and $ per 1M output tokens measured there, and the price's source."""
     rows = []
     for r in records:
-        search = (r["metrics"] or {}).get("slo_search")
+        search = r.metrics.slo_search if r.metrics is not None else None
         if not search:
             continue
-        cost = r.get("cost") or {}
-        price = cost.get("price") or {}
+        cost = r.cost
+        price = cost.price if cost is not None else None
         targets = ", ".join(f"{k} <= {v:g} s" for k, v in search["targets"].items())
         rows.append(
             {
-                "scenario": r["scenario"]["name"],
-                "accelerator": factors.accelerator_label(r["accelerator"]),
+                "scenario": r.scenario.name,
+                "accelerator": factors.accelerator_label(r.accelerator),
                 "slo": f"p{search['percentile']:g} {targets}",
                 "max_rate_req_s": search["max_rate_req_s"],
-                "goodput_req_s": r["metrics"]["goodput_req_s"],
-                "output_tok_s": r["metrics"]["output_throughput_tok_s"],
-                "usd_per_1m_output_tokens": cost.get("usd_per_1m_output_tokens"),
-                "price": (
-                    f"${price['usd_per_chip_hour']:g}/chip-h {price['pricing']}, {price['source']}, {price['date']}"
-                )
+                "goodput_req_s": r.metrics.goodput_req_s,
+                "output_tok_s": r.metrics.output_throughput_tok_s,
+                "usd_per_1m_output_tokens": cost.usd_per_1m_output_tokens if cost is not None else None,
+                "price": (f"${price.usd_per_chip_hour:g}/chip-h {price.pricing}, {price.source}, {price.date}")
                 if price
                 else "unpriced",
                 "stopped": search["stopped"],
@@ -92,16 +91,14 @@ def slo_rates(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def per_user_per_chip(records: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
+def per_user_per_chip(records: list[RunRecord]) -> list[tuple[str, float, float]]:
     """(accelerator, output tokens/s per user = 1 / median TPOT, output tokens/s per chip)
     for every serve record that has both."""
     out = []
     for r in records:
-        m = r["metrics"] or {}
-        if m.get("output_tok_s_per_user") and m.get("output_tok_s_per_chip"):
-            out.append(
-                (factors.accelerator_label(r["accelerator"]), m["output_tok_s_per_user"], m["output_tok_s_per_chip"])
-            )
+        m = r.metrics
+        if m is not None and m.output_tok_s_per_user and m.output_tok_s_per_chip:
+            out.append((factors.accelerator_label(r.accelerator), m.output_tok_s_per_user, m.output_tok_s_per_chip))
     return out
 
 
@@ -204,7 +201,7 @@ def figures(report, palette: dict[str, str], look: Look) -> list[tuple[str, Any]
     """The serving plots the records support, with their titles."""
     records = [r for row in report.serving for r in row.records]
     palette = dict(palette)
-    for acc in sorted({factors.accelerator_label(r["accelerator"]) for r in records}):
+    for acc in sorted({factors.accelerator_label(r.accelerator) for r in records}):
         palette.setdefault(acc, look.colours[len(palette) % len(look.colours)])
     found = curves(records)
     out = []

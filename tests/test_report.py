@@ -214,6 +214,7 @@ SERVE_METRICS = next(
 
 
 def test_train_plus_serve_workload_is_priced_per_accelerator():
+    from harness.result import as_records
     from reports.model import _workloads, build
     from reports.render import markdown
 
@@ -223,7 +224,8 @@ def test_train_plus_serve_workload_is_priced_per_accelerator():
         train = make_record([0.5] * 4, catalog_key=key, kind=kind, chips=chips)
         serve = make_record([0.5] * 4, catalog_key=key, kind=kind, chips=chips)
         # a serve record's metrics: a real one's (tests/fixtures/records_v1)
-        serve.update(task="serve", cost={"usd_per_1m_output_tokens": per_1m}, metrics=copy.deepcopy(SERVE_METRICS))
+        cost = {"usd_per_1m_output_tokens": per_1m, "chips": chips, "price": train["cost"]["price"]}
+        serve.update(task="serve", cost=cost, metrics=copy.deepcopy(SERVE_METRICS))
         for r in (train, serve):
             r["scenario"]["resolved"]["workload"] = workload
         records += [train, serve]
@@ -232,10 +234,10 @@ def test_train_plus_serve_workload_is_priced_per_accelerator():
         one = c["usd_per_1m_tokens_real"] * 0.9 + c["usd_setup"] + c["usd_warmup"]
         assert one != c["usd_run"]  # not the benchmark run's own cost
         expected[key] = 2 * one + 100 * per_1m
-    rows = _workloads(records)
+    rows = _workloads(as_records(records))
     assert {w.accelerator: w.total_usd for w in rows} == pytest.approx(expected)
     assert rows[1].ratio_to_first == pytest.approx(expected["tpu-v5e"] / expected["cpu"])
-    assert _workloads([r for r in records if r.get("task") != "serve"]) == []  # needs both tasks
+    assert _workloads(as_records([r for r in records if r.get("task") != "serve"])) == []  # needs both tasks
     # Through build(), as `bench report` does: the section appears with both tasks only.
     assert "Train + serve workload" in markdown(build(records))
     assert "Train + serve workload" not in markdown(build([r for r in records if r.get("task") != "serve"]))
@@ -402,7 +404,7 @@ def test_eager_backends_show_compile_columns_as_not_applicable():
     )
     section = build([eager, compiled]).sections[0]
     cells = {
-        row.records[0]["backend"]["options"].get("compile", False): dict(zip(SUMMARY_HEADERS, row.cells))
+        row.records[0].backend.options.get("compile", False): dict(zip(SUMMARY_HEADERS, row.cells))
         for row in section.rows
     }
     assert cells[False]["compile (s)"] == cells[False]["recompiles"] == "n/a (eager)"
@@ -439,9 +441,10 @@ def test_w3_headline_has_speed_cost_workload_and_ttft():
     for spec, ttft, per_1m in ((TPU, 0.235, 1.0), (GPU, 0.475, 2.0)):
         train = make_record([0.1 if spec is TPU else 0.16] * 4, variant="padding=static", **spec)
         serve = make_record([0.1] * 4, variant="padding=static", **spec)
-        serve.update(task="serve", cost={"usd_per_1m_output_tokens": per_1m})
+        cost = {"usd_per_1m_output_tokens": per_1m, "chips": spec["chips"], "price": train["cost"]["price"]}
+        serve.update(task="serve", cost=cost, metrics=copy.deepcopy(SERVE_METRICS))  # a serve record's metrics
         serve["metrics"].update(
-            ttft_s={"median": ttft, "p99": ttft},
+            ttft_s={**serve["metrics"]["ttft_s"], "median": ttft, "p99": ttft},
             output_throughput_tok_s=100.0,
             request_throughput_req_s=1.0,
             goodput_req_s=1.0,

@@ -552,6 +552,7 @@ def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
     """A train record, a serve run at one load and an SLO search on the same accelerator:
     the workload's $/1M output tokens is the search's (at the highest rate within the
     SLO), and its basis says so; without the search, the load as run, saying that."""
+    from harness.result import as_records
     from reports.model import _workloads
 
     from records import make_record
@@ -564,7 +565,7 @@ def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
     searched, as_run = search["cost"]["usd_per_1m_output_tokens"], plain["cost"]["usd_per_1m_output_tokens"]
     assert searched != pytest.approx(as_run)  # the two figures can be told apart
 
-    (row,) = _workloads([train, plain, search])
+    (row,) = _workloads(as_records([train, plain, search]))
     assert row.serve_usd_per_1m == pytest.approx(searched)
     assert row.total_usd == pytest.approx(row.train_usd * 2 + 100 * searched)
     assert row.serve_basis.startswith("SLO search: the highest rate within p90 ttft_s <= 0.15 s, tpot_s <= 0.05 s")
@@ -574,7 +575,7 @@ def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
 
     assert md_cell(row.serve_basis) in markdown(build([train, plain, search]))  # the report says which $ it used
 
-    (row,) = _workloads([train, plain])
+    (row,) = _workloads(as_records([train, plain]))
     assert row.serve_usd_per_1m == pytest.approx(as_run)
     assert row.serve_basis.startswith("the serve load as run")
 
