@@ -236,13 +236,13 @@ def sensitivity(
     return rows
 
 
-def fine_tune_cost(train_cost: dict[str, Any], tokens_millions: float) -> float | None:
-    """One real fine-tune of `tokens_millions` million real tokens: the steady-state
-    $/1M real tokens times its tokens, plus the one-off setup and warm-up (compile)."""
-    per_1m = train_cost.get("usd_per_1m_tokens_real")
-    if per_1m is None or "usd_setup" not in train_cost:
+def fine_tune_cost(train_cost, tokens_millions: float) -> float | None:
+    """One real fine-tune of `tokens_millions` million real tokens (`train_cost`: a train
+    record's TrainCost): the steady-state $/1M real tokens times its tokens, plus the
+    one-off setup and warm-up (compile)."""
+    if train_cost is None or None in (train_cost.usd_per_1m_tokens_real, train_cost.usd_setup):
         return None
-    return per_1m * tokens_millions + train_cost["usd_setup"] + train_cost["usd_warmup"]
+    return train_cost.usd_per_1m_tokens_real * tokens_millions + train_cost.usd_setup + train_cost.usd_warmup
 
 
 def workload_cost(

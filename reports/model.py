@@ -502,12 +502,11 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
 
 
 def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> float | None:
-    """harness.cost.fine_tune_cost of a train record's cost (it reads the cost's JSON form:
-    a figure the record does not have, as in records from before setup was priced, is
-    absent there, not None)."""
+    """harness.cost.fine_tune_cost of a train record's cost (None for records from before
+    setup was priced)."""
     from harness.cost import fine_tune_cost
 
-    return fine_tune_cost(record.cost.model_dump(exclude_none=True) if record.cost else {}, tokens_millions)
+    return fine_tune_cost(record.cost, tokens_millions)
 
 
 def _serve_basis(row: Row, searched: bool) -> str:
