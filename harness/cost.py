@@ -220,20 +220,24 @@ def cost_statement(c: dict) -> str:
     )
 
 
-def sensitivity(
-    speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, factors=(0.5, 0.75, 1.0, 1.25, 1.5)
-) -> list[dict]:
+# How far each side's price is scaled in a sensitivity table (report and `bench cost`).
+PRICE_FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5)
+
+
+def scaled_cost_ratios(ratio: float, factors=PRICE_FACTORS) -> list[tuple[float, float, float]]:
+    """The one sensitivity rule: cost a/b is linear in a's price and inverse in b's, so
+    scaling a's price by f gives ratio x f, scaling b's gives ratio / f.
+    Returns (f, ratio if a's price is scaled, ratio if b's price is scaled) per factor."""
+    return [(f, ratio * f, ratio / f) for f in factors]
+
+
+def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, factors=PRICE_FACTORS) -> list[dict]:
     """How the cost ratio moves as each side's price varies (the other held at list)."""
-    rows = []
-    for f in factors:
-        rows.append(
-            {
-                "price_factor": f,
-                "cost_ratio_if_a_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (f, 1.0))["cost_ratio"],
-                "cost_ratio_if_b_price_scaled": cost_ratio(speedup, a, b, catalog, cost_spec, (1.0, f))["cost_ratio"],
-            }
-        )
-    return rows
+    ratio = cost_ratio(speedup, a, b, catalog, cost_spec)["cost_ratio"]
+    return [
+        {"price_factor": f, "cost_ratio_if_a_price_scaled": ra, "cost_ratio_if_b_price_scaled": rb}
+        for f, ra, rb in scaled_cost_ratios(ratio, factors)
+    ]
 
 
 def fine_tune_cost(train_cost, tokens_millions: float) -> float | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness import tasks
+from harness.cost import scaled_cost_ratios
 from harness.errors import BenchError, SpecError
 from harness.metrics import across_runs
 from harness.result import Price, RunRecord, as_records
@@ -534,15 +535,15 @@ def _sensitivity(comparisons: list[compare.Comparison]) -> list[dict[str, Any]]:
         if c.factor != factors.ACCELERATOR or c.cost is None:
             continue
         ratio = 1 / c.cost.value
-        scales = [0.5, 0.75, 1.0, 1.25, 1.5]
+        factors_, a_scaled, b_scaled = (list(x) for x in zip(*scaled_cost_ratios(ratio)))
         out.append(
             {
                 "pair": c.title,
                 "a": c.subject_level,
                 "b": c.reference_level,
-                "factors": scales,
-                "a_scaled": [ratio * f for f in scales],
-                "b_scaled": [ratio / f for f in scales],
+                "factors": factors_,
+                "a_scaled": a_scaled,
+                "b_scaled": b_scaled,
                 "ratio": ratio,
                 "a_price": c.subject.attrs["price"],
                 "b_price": c.reference.attrs["price"],
