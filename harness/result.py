@@ -70,6 +70,9 @@ class TrainMetrics(BaseModel):
     model_tflops_per_s: float | None = None
     mfu: float | None = None
     hfu: float | None = None
+    # Why MFU (HFU) is withheld where it computed above 1 (timings not device-synchronised).
+    mfu_invalid: str | None = None
+    hfu_invalid: str | None = None
     mfu_convention: str
     hfu_convention: str
     peak_flops_per_chip: float | None = None
@@ -164,7 +167,7 @@ class ScenarioRef(BaseModel):
     cell: dict[str, Any] = Field(default_factory=dict)
     repeat: int
     overrides: dict[str, Any] = Field(default_factory=dict)
-    profile: str | None = None
+    profile: dict[str, Any] | None = None  # a reduced run's profile: name, overrides, reduced
     resolved: dict[str, Any]
 
 
