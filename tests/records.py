@@ -106,6 +106,7 @@ def make_record(
         "schema_version": SCHEMA_VERSION,
         "run_id": uuid.uuid4().hex,
         "run_key": uuid.uuid4().hex,
+        "task": "train",
         "status": status,
         "failure": failure,
         "scenario": {
