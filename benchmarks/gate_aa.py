@@ -56,7 +56,7 @@ def main() -> None:
             "train.window_steps=0",
         ]
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        by_repeat = {r["scenario"]["repeat"]: r for r in load_records([tmp]).records}
+        by_repeat = {r.scenario.repeat: r for r in load_records([tmp]).records}
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": args.budget}})
     rows = []
     k = args.runs

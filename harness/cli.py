@@ -10,8 +10,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import BenchError, SpecError
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
+    from harness.result import RunRecord
 
 
 def _key_value(text: str, what: str) -> tuple[str, str]:
@@ -52,7 +56,7 @@ def cmd_run(args) -> int:
             {"skipped": True, **s, "reason": "already has a successful record (--force reruns it)"}
             for s in result.skipped_records
         ]
-        ran = [{**{k: v for k, v in r.items() if k != "_path"}, "path": r["_path"]} for r in result.records]
+        ran = [{**r.to_json(), "path": r.path} for r in result.records]
         print(json.dumps(skipped + ran, indent=1))
     for rescued in result.rescued:
         print(
@@ -169,7 +173,7 @@ def cmd_suite(args) -> int:
                             }
                             for run, plan in (o.result.plans if o.result else [])
                         ],
-                        "records": [r["_path"] for r in (o.result.records if o.result else [])],
+                        "records": [r.path for r in (o.result.records if o.result else [])],
                     }
                     for o in result.outcomes
                 ],
@@ -324,7 +328,7 @@ def cmd_gate(args) -> int:
     return 1 if failed else 0
 
 
-def _load_or_fail(paths, console) -> list[dict]:
+def _load_or_fail(paths, console) -> list[RunRecord]:
     from harness.store import load_records
 
     for path in paths:
@@ -406,7 +410,7 @@ def cmd_report(args) -> int:
         if wanted:
             records = [r for r in records if _record_field(r, field) in wanted]
     if args.accelerator:
-        records = [r for r in records if any(accelerator_matches(r["accelerator"], a) for a in args.accelerator)]
+        records = [r for r in records if any(accelerator_matches(r.accelerator, a) for a in args.accelerator)]
     if not records:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
     report = build(records, args.baseline, tuple(args.compare))  # a selector naming 0 or 2+ rows: exit 2
@@ -417,8 +421,8 @@ def cmd_report(args) -> int:
     return 0
 
 
-def _record_field(record: dict, field: str) -> str:
-    return {"scenario": record["scenario"]["name"], "backend": record["backend"]["name"]}[field]
+def _record_field(record: RunRecord, field: str) -> str:
+    return {"scenario": record.scenario.name, "backend": record.backend.name}[field]
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:

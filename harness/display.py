@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import tasks
+from harness.result import RunRecord, as_record, as_records
 from harness.tasks.base import fmt
 
 
@@ -70,37 +71,40 @@ class RunProgress:
             self.bar.advance(self.task)
             self.bar.update(self.task, status=f"last request {status}")
 
-    def finish(self, record: dict[str, Any]) -> None:
+    def finish(self, record: RunRecord) -> None:
         if self.bar is not None:
             self.bar.stop()
             self.bar = None
-        if record["status"] != "ok":
-            self.console.print(f"  [red]failed ({record['failure']['kind']}): {record['failure']['reason']}[/red]")
-        for warning in record.get("warnings") or []:
+        if not record.ok:
+            self.console.print(f"  [red]failed ({record.failure.kind}): {record.failure.reason}[/red]")
+        for warning in record.warnings:
             self.console.print(f"  [yellow]warning: {warning}[/yellow]")
-        self.console.print(f"  record: {record.get('_path')}")
+        self.console.print(f"  record: {record.path}")
 
 
 SUMMARY_COLUMNS = ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run")
 
 
-def _summary_row(r: dict[str, Any]) -> tuple[str, Text, list[str]]:
+def _summary_row(r: RunRecord) -> tuple[str, Text, list[str]]:
     """A run's label, its status and its figures, in SUMMARY_COLUMNS order: each task
     fills the columns it has a figure for (a serve run's step columns are its TTFT)."""
     task = tasks.of(r)
-    reduced = " [reduced]" if r["scenario"].get("profile") else ""
+    s = r.scenario
+    reduced = " [reduced]" if s.profile else ""
     name = (
-        f"{r['scenario']['name']} {r['scenario']['variant']}{reduced} r{r['scenario']['repeat']}{task.summary_label()}\n"
-        f"{r['backend']['name']} on {r['accelerator']['catalog_key']}"
+        f"{s.name} {s.variant}{reduced} r{s.repeat}{task.summary_label()}\n"
+        f"{r.backend.name} on {r.accelerator.catalog_key}"
     )
-    status = Text("ok", "green") if r["status"] == "ok" else Text(r["failure"]["kind"], "red")
+    status = Text("ok", "green") if r.ok else Text(r.failure.kind, "red")
     figures = task.summary_values(r)
     return name, status, [figures.get(column, "-") for column in SUMMARY_COLUMNS]
 
 
-def summary_table(records: list[dict[str, Any]]) -> Table:
+def summary_table(records) -> Table:
     """One row per run; `bench show` has every metric of one record. Nothing in it is
-    ever cut with an ellipsis: a cell too wide folds (see `summary` for narrow output)."""
+    ever cut with an ellipsis: a cell too wide folds (see `summary` for narrow output).
+    `records`: RunRecords, or stored records' JSON (read as RunRecords here)."""
+    records = as_records(records)
     table = Table(title="bench results")
     table.add_column("run", min_width=26, overflow="fold")
     table.add_column("status", overflow="fold")
@@ -112,9 +116,10 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     return table
 
 
-def summary_blocks(records: list[dict[str, Any]], width: int) -> Group:
+def summary_blocks(records, width: int) -> Group:
     """The narrow layout: per run, a line naming it and its status, then `column value`
     pairs packed into lines of `width`; a pair is never split, nothing is cut."""
+    records = as_records(records)
     lines: list[Text] = [Text("bench results", style="italic")]
     for r in records:
         name, status, values = _summary_row(r)
@@ -135,10 +140,12 @@ def summary_blocks(records: list[dict[str, Any]], width: int) -> Group:
     return Group(*lines)
 
 
-def summary(records: list[dict[str, Any]], console: Console) -> RenderableType:
+def summary(records, console: Console) -> RenderableType:
     """The summary table where it fits the console at its natural width; otherwise (an
     80-column CI log, a narrow terminal) one block per run. Either way every value
-    appears whole: rich would otherwise shrink columns and cut values to `timeo…`."""
+    appears whole: rich would otherwise shrink columns and cut values to `timeo…`.
+    `records`: RunRecords, or stored records' JSON (read as RunRecords here)."""
+    records = as_records(records)
     table = summary_table(records)
     natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
     if natural <= console.width:
@@ -146,21 +153,20 @@ def summary(records: list[dict[str, Any]], console: Console) -> RenderableType:
     return summary_blocks(records, console.width)
 
 
-def show_record(record: dict[str, Any], console: Console) -> None:
-    """One record: identity, metrics with units, cost with its price and source."""
-    s, acc, prov = record["scenario"], record["accelerator"], record["provenance"]
-    console.print(f"[bold]{s['name']}[/bold] {s['variant']} r{s['repeat']}  status: {record['status']}")
-    console.print(
-        f"backend {record['backend']['name']} on {acc['kind']} x{acc.get('count')} ({acc.get('name')}), "
-        f"catalog {acc['catalog_key']}"
-    )
-    console.print(f"commit {prov.get('commit')} dirty={prov.get('dirty')}  finished {prov.get('finished_at')}")
-    if s.get("profile"):
-        console.print(f"[yellow]reduced run: profile {s['profile']['name']}: {s['profile']['overrides']}[/yellow]")
-    if record["status"] != "ok":
-        f = record["failure"]
-        console.print(f"[red]{f['kind']}: {f['reason']}[/red] (exit {f.get('exit_code')})")
-        if f.get("log_tail"):
-            console.print(Text(f["log_tail"]))
+def show_record(record, console: Console) -> None:
+    """One record (a RunRecord, or a stored record's JSON): identity, metrics with
+    units, cost with its price and source."""
+    record = as_record(record)
+    s, acc, prov = record.scenario, record.accelerator, record.provenance
+    console.print(f"[bold]{s.name}[/bold] {s.variant} r{s.repeat}  status: {record.status}")
+    console.print(f"backend {record.backend.name} on {acc.kind} x{acc.count} ({acc.name}), catalog {acc.catalog_key}")
+    console.print(f"commit {prov.commit} dirty={prov.dirty}  finished {prov.finished_at}")
+    if s.profile:
+        console.print(f"[yellow]reduced run: profile {s.profile['name']}: {s.profile['overrides']}[/yellow]")
+    if not record.ok:
+        f = record.failure
+        console.print(f"[red]{f.kind}: {f.reason}[/red] (exit {f.exit_code})")
+        if f.log_tail:
+            console.print(Text(f.log_tail))
         return
     console.print(tasks.of(record).show(record))

@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from harness.metrics import percentile
+from harness.result import RunRecord, as_records
 
 PYTEST_BENCHMARK_FORMAT = "5.1.0"
 
@@ -40,26 +41,27 @@ def _stats(times: list[float]) -> dict[str, Any]:
     }
 
 
-def _benchmark(record: dict[str, Any]) -> dict[str, Any]:
-    s, acc = record["scenario"], record["accelerator"]
-    times = [x["time_s"] for x in record["raw"]["loop"]["steps"] if x["phase"] == "measure"]
-    param = f"{s['variant']}-{record['backend']['name']}-{acc['catalog_key']}-r{s['repeat']}"
+def _benchmark(record: RunRecord) -> dict[str, Any]:
+    s, acc, m = record.scenario, record.accelerator, record.metrics
+    steps = record.raw["loop"]["steps"]
+    times = [x["time_s"] for x in steps if x["phase"] == "measure"]
+    param = f"{s.variant}-{record.backend.name}-{acc.catalog_key}-r{s.repeat}"
     return {
-        "group": s["name"],
-        "name": f"{s['name']}[{param}]",
-        "fullname": f"{s['file']}::{s['name']}[{param}]",
+        "group": s.name,
+        "name": f"{s.name}[{param}]",
+        "fullname": f"{s.file}::{s.name}[{param}]",
         "params": {
-            "variant": s["variant"],
-            "backend": record["backend"]["name"],
-            "accelerator": acc["catalog_key"],
-            "repeat": s["repeat"],
+            "variant": s.variant,
+            "backend": record.backend.name,
+            "accelerator": acc.catalog_key,
+            "repeat": s.repeat,
         },
         "param": param,
         "extra_info": {
             "unit": "s per optimizer step (device-synchronised)",
-            "run_id": record["run_id"],
-            "tokens_per_s_real": record["metrics"]["tokens_per_s_real"],
-            "num_recompiles": record["metrics"]["num_recompiles"],
+            "run_id": record.run_id,
+            "tokens_per_s_real": m.tokens_per_s_real,
+            "num_recompiles": m.num_recompiles,
         },
         "options": {
             "disable_gc": False,
@@ -67,28 +69,30 @@ def _benchmark(record: dict[str, Any]) -> dict[str, Any]:
             "min_rounds": len(times),
             "max_time": 0,
             "min_time": 0,
-            "warmup": record["metrics"]["measured_steps"] != len(record["raw"]["loop"]["steps"]),
+            "warmup": m.measured_steps != len(steps),
         },
         "stats": _stats(times),
     }
 
 
-def to_pytest_benchmark(records: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in records if r["status"] == "ok"]
+def to_pytest_benchmark(records) -> dict[str, Any]:
+    """`records`: RunRecords, or stored records' JSON (read as RunRecords here)."""
+    ok = [r for r in as_records(records) if r.ok]
     if not ok:
         raise ValueError("no successful records to export")
-    first = ok[0]["provenance"]
+    first = ok[0].provenance
+    extra = first.model_extra or {}  # what the host said: hostname, platform, python, machine
     return {
         "machine_info": {
-            "node": first.get("hostname"),
-            "machine": first.get("machine"),
-            "system": first.get("platform"),
-            "python_version": first.get("python"),
+            "node": extra.get("hostname"),
+            "machine": extra.get("machine"),
+            "system": extra.get("platform"),
+            "python_version": extra.get("python"),
             "python_implementation": "CPython",
-            "accelerator": ok[0]["accelerator"],
+            "accelerator": ok[0].accelerator.model_dump(mode="json", exclude_unset=True),  # as stored
         },
-        "commit_info": {"id": first.get("commit"), "dirty": first.get("dirty"), "project": "bench"},
+        "commit_info": {"id": first.commit, "dirty": first.dirty, "project": "bench"},
         "benchmarks": [_benchmark(r) for r in ok],
-        "datetime": first.get("finished_at"),
+        "datetime": first.finished_at,
         "version": PYTEST_BENCHMARK_FORMAT,
     }

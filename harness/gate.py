@@ -13,14 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness import tasks
 from harness.errors import SpecError
-from harness.gate_metrics import GateMetric, _measured, _metric, known  # noqa: F401 - re-exported
+from harness.gate_metrics import GateMetric, known
 from harness.metrics import across_runs
+from harness.result import RunRecord, as_records
 from harness.spec import Budget
 
 MIN_SAMPLES_FOR_TEST = 3
@@ -28,8 +27,8 @@ MIN_SAMPLES_FOR_TEST = 3
 MIN_RUNS_FOR_TEST = 4
 
 
-def _task(records: list[dict[str, Any]]) -> str:
-    return tasks.name_of(records[0])
+def _task(records: list[RunRecord]) -> str:
+    return records[0].task
 
 
 # --------------------------------------------------------------------------- budgets file
@@ -95,9 +94,9 @@ class Check:
         return self.verdict in ("regression", "failed")
 
 
-def group_key(record: dict[str, Any]) -> tuple[str, str, str, str]:
-    s = record["scenario"]
-    return s["name"], s["variant"], record["backend"]["name"], record["accelerator"]["catalog_key"]
+def group_key(record: RunRecord) -> tuple[str, str, str, str]:
+    s = record.scenario
+    return s.name, s.variant, record.backend.name, record.accelerator.catalog_key
 
 
 def label(key: tuple[str, ...]) -> str:
@@ -105,14 +104,14 @@ def label(key: tuple[str, ...]) -> str:
     return f"{name} [{variant}] {backend}@{accelerator}"
 
 
-def group_records(records: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+def group_records(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
+    groups: dict[tuple, list[RunRecord]] = {}
     for record in records:
         groups.setdefault(group_key(record), []).append(record)
     return groups
 
 
-def figure(metric: GateMetric, records: list[dict[str, Any]]) -> float | None:
+def figure(metric: GateMetric, records: list[RunRecord]) -> float | None:
     """The group's figure: one figure for repeated runs (metrics.md), of each run's own."""
     return across_runs(metric.value(r) for r in records)
 
@@ -240,34 +239,38 @@ def _worse_p_value(current: list[float], baseline: list[float], direction: str) 
 def failed_run_checks(groups) -> list[Check]:
     checks = []
     for key, records in groups.items():
-        if not any(r["status"] == "ok" for r in records):
-            reasons = "; ".join(sorted({r["failure"]["reason"][:120] for r in records}))
+        if not any(r.ok for r in records):
+            reasons = "; ".join(sorted({r.failure.reason[:120] for r in records}))
             checks.append(Check(label(key), "run", "run", None, None, "failed", f"no successful run: {reasons}"))
     return checks
 
 
-def scenario_budgets(records: list[dict[str, Any]], source: str) -> list[AbsoluteBudget]:
+def scenario_budgets(records: list[RunRecord], source: str) -> list[AbsoluteBudget]:
     """Budgets declared in the scenarios themselves (`budgets:`), scoped to that scenario."""
     found = []
     for record in records:
-        for b in record["scenario"]["resolved"].get("budgets", []):
+        name = record.scenario.name
+        for b in record.scenario.resolved.get("budgets", []):
             try:
-                found.append(AbsoluteBudget(scenario=record["scenario"]["name"], **b))
+                found.append(AbsoluteBudget(scenario=name, **b))
             except ValidationError as exc:
                 from harness.yaml_io import first_error
 
-                raise first_error(exc, f"{source} (scenario {record['scenario']['name']} budgets)") from None
+                raise first_error(exc, f"{source} (scenario {name} budgets)") from None
     unique = {b.model_dump_json(): b for b in found}
     return list(unique.values())
 
 
 def run_gate(records, baseline_records, budgets: BudgetsFile, source: str) -> list[Check]:
-    ok = [r for r in records if r["status"] == "ok"]
+    """Every check on `records` (RunRecords, or stored records' JSON: read as RunRecords
+    here), against `baseline_records` where given."""
+    records = as_records(records)
+    ok = [r for r in records if r.ok]
     groups = group_records(ok)
     checks = failed_run_checks(group_records(records))
     checks += absolute_checks(groups, [*budgets.budgets, *scenario_budgets(ok, source)])
     if baseline_records is not None:
-        base_groups = group_records([r for r in baseline_records if r["status"] == "ok"])
+        base_groups = group_records([r for r in as_records(baseline_records) if r.ok])
         checks += relative_checks(groups, base_groups, budgets.relative, budgets.alpha)
     return checks
 

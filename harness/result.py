@@ -70,6 +70,9 @@ class TrainMetrics(BaseModel):
     model_tflops_per_s: float | None = None
     mfu: float | None = None
     hfu: float | None = None
+    # Why MFU (HFU) is withheld where it computed above 1 (timings not device-synchronised).
+    mfu_invalid: str | None = None
+    hfu_invalid: str | None = None
     mfu_convention: str
     hfu_convention: str
     peak_flops_per_chip: float | None = None

@@ -26,6 +26,7 @@ from pydantic import Field, ValidationError
 from harness import registry
 from harness.errors import BackendUnavailable, SpecError
 from harness.loader import first_error, read_document
+from harness.result import RunRecord
 from harness.runner import RunRequest, SweepResult, run_sweep
 from harness.spec import Section
 
@@ -73,7 +74,8 @@ class SuiteResult:
     report_path: Path | None = None
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[RunRecord | dict[str, Any]]:
+        """Failed records (RunRecords), and this host's failed parts of multi-host jobs."""
         return [r for o in self.outcomes if o.result for r in o.result.failed]
 
 

@@ -115,7 +115,7 @@ def test_a_record_that_cannot_be_written_is_saved_somewhere_safe_and_says_where(
     saved = Path(line.rsplit("saved it to ", 1)[1])
     assert saved.parent == tmp_path / "bench-rescued-records"
     record = load_record(saved)
-    assert record["status"] == "failed" and record["failure"]["kind"] == "timeout"
+    assert record.status == "failed" and record.failure.kind == "timeout"
     assert not list(results.glob("*.json"))
 
 

@@ -15,8 +15,8 @@ V1 = ROOT / "tests" / "fixtures" / "records_v1"
 def test_v1_records_load_without_warnings():
     loaded = load_records([V1])
     assert not loaded.warnings
-    assert sorted(r.get("task", "train") for r in loaded.records) == ["serve", "train"]
-    assert all(r["status"] == "ok" for r in loaded.records)
+    assert sorted(r.task for r in loaded.records) == ["serve", "train"]
+    assert all(r.status == "ok" for r in loaded.records)
 
 
 def test_v1_records_show_report_and_gate(tmp_path):

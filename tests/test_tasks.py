@@ -47,9 +47,9 @@ def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
     request = RunRequest(str(scenario), backend="torch", results_dir=tmp_path / "results", probed=probed)
     result = run_sweep(request, Quiet())
     (record,) = result.records
-    assert record["status"] == "ok", record["failure"]
-    assert record["task"] == "echo" and record["backend"]["name"] == "torch" and record["plan"] is None
-    assert record["metrics"] == {"num_words": 9}  # "tiny Gemma 3 LoRA fine-tune on synthetic function-calling chats"
+    assert record.status == "ok", record.failure
+    assert record.task == "echo" and record.backend.name == "torch" and record.plan is None
+    assert record.metrics == {"num_words": 9}  # "tiny Gemma 3 LoRA fine-tune on synthetic function-calling chats"
     console = Console(width=200, record=True)
     console.print(summary_table([record]))
     assert "tiny default r0 echo" in console.export_text()
@@ -84,9 +84,9 @@ def test_a_registered_engine_serves_through_the_serve_task(tmp_path, fake_engine
     )
     request = RunRequest(str(scenario), backend="torch", results_dir=tmp_path / "results", probed=probed)
     (record,) = run_sweep(request, Quiet()).records
-    assert record["status"] == "ok", record["failure"]
-    assert record["backend"]["name"] == "serve-fake" and record["raw"]["engine"] == "fake"
-    assert record["accelerator"]["name"] == "fake"
-    metrics = record["metrics"]
-    assert metrics["num_completed"] == 3 and metrics["num_errors"] == 0
-    assert metrics["ttft_s"]["median"] == pytest.approx(0.25) and metrics["tpot_s"]["median"] == pytest.approx(0.125)
+    assert record.status == "ok", record.failure
+    assert record.backend.name == "serve-fake" and record.raw["engine"] == "fake"
+    assert record.accelerator.name == "fake"
+    metrics = record.metrics
+    assert metrics.num_completed == 3 and metrics.num_errors == 0
+    assert metrics.ttft_s.median == pytest.approx(0.25) and metrics.tpot_s.median == pytest.approx(0.125)

@@ -128,7 +128,7 @@ def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refu
     done = bench("run", str(path), *SHORT, "--results-dir", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr + failures_in(out)
     (record,) = records_in(out)
-    assert "trace" not in record and not list(out.glob("*.trace"))
+    assert record["trace"] is None and not list(out.glob("*.trace"))
     assert {s["phase"] for s in record["raw"]["loop"]["steps"]} == {"warmup", "measure"}
 
 

@@ -73,13 +73,13 @@ def get(name: str) -> Task:
     return _LOADED[name]
 
 
-def name_of(record: dict[str, Any]) -> str:
-    """A record's task. Schema-1 records written before the `task` field existed were
-    all training runs: the one place that says so."""
-    return record.get("task") or "train"
+def name_of(record) -> str:
+    """A record's task (a RunRecord's; schema-1 records written before the `task` field
+    existed, all training runs, say so once migrated: harness.result)."""
+    return record.task
 
 
-def of(record: dict[str, Any]) -> Task:
+def of(record) -> Task:
     return get(name_of(record))
 
 

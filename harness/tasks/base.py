@@ -114,12 +114,13 @@ class Task:
         """Said after a run's name in the summary table ("" for the usual task)."""
         return f" {self.name}"
 
-    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
-        """Its figures for the summary table's columns (harness.display), by column."""
+    def summary_values(self, record) -> dict[str, str]:
+        """Its figures for the summary table's columns (harness.display), by column, from
+        a finished record (a RunRecord)."""
         return {}
 
-    def show(self, record: dict[str, Any]):
-        """`bench show`'s table for one successful record (a rich renderable)."""
+    def show(self, record):
+        """`bench show`'s table for one successful record (a RunRecord; a rich renderable)."""
         from rich.pretty import Pretty
 
-        return Pretty(record.get("metrics"))
+        return Pretty(record.metrics)

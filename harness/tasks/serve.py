@@ -13,6 +13,7 @@ from rich.text import Text
 from harness import cost as cost_model
 from harness import metrics as metric_fns
 from harness.gate_metrics import GateMetric
+from harness.result import RunRecord
 from harness.serving import engines, points
 from harness.tasks.base import Column, Task, fmt
 
@@ -105,11 +106,15 @@ class ServeTask(Task):
     def summary_label(self) -> str:
         return " serve (TTFT)"
 
-    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
-        ttft = (record.get("metrics") or {}).get("ttft_s") or {}
-        return {"step med (s)": fmt(ttft.get("median"), ".4g"), "p90 (s)": fmt(ttft.get("p90"), ".4g"), "MFU": "n/a"}
+    def summary_values(self, record: RunRecord) -> dict[str, str]:
+        ttft = record.metrics.ttft_s if record.metrics else None
+        return {
+            "step med (s)": fmt(ttft.median if ttft else None, ".4g"),
+            "p90 (s)": fmt(ttft.p90 if ttft else None, ".4g"),
+            "MFU": "n/a",
+        }
 
-    def show(self, record: dict[str, Any]) -> Table:
+    def show(self, record: RunRecord) -> Table:
         return serving_table(record)
 
 
@@ -125,24 +130,23 @@ def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
         cost["usd_per_1m_output_tokens"] = None
 
 
-def serving_table(record: dict[str, Any]) -> Table:
-    m, c, server = record["metrics"], record.get("cost"), record.get("server") or {}
+def serving_table(record: RunRecord) -> Table:
+    m, c, server = record.metrics, record.cost, record.server or {}
     table = Table(show_header=True)
     for column in ("metric", "mean", "median", "p90", "p99"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
-        stats = m.get(name) or {}
-        table.add_row(f"{name[:-2].upper()} (s)", *(fmt(stats.get(k), ".4g") for k in ("mean", "median", "p90", "p99")))
-    table.add_row("requests ok / sent", f"{m['num_completed']} / {m['num_requests']}", "", "", "")
+        stats = getattr(m, name)
+        table.add_row(
+            f"{name[:-2].upper()} (s)",
+            *(fmt(getattr(stats, k) if stats else None, ".4g") for k in ("mean", "median", "p90", "p99")),
+        )
+    table.add_row("requests ok / sent", f"{m.num_completed} / {m.num_requests}", "", "", "")
     table.add_row(
-        "output tok/s, total tok/s",
-        fmt(m["output_throughput_tok_s"], ".4g"),
-        fmt(m["total_throughput_tok_s"], ".4g"),
-        "",
-        "",
+        "output tok/s, total tok/s", fmt(m.output_throughput_tok_s, ".4g"), fmt(m.total_throughput_tok_s, ".4g"), "", ""
     )
     table.add_row(
-        "requests/s, goodput req/s", fmt(m["request_throughput_req_s"], ".4g"), fmt(m["goodput_req_s"], ".4g"), "", ""
+        "requests/s, goodput req/s", fmt(m.request_throughput_req_s, ".4g"), fmt(m.goodput_req_s, ".4g"), "", ""
     )
     table.add_row(
         "server",
@@ -152,11 +156,9 @@ def serving_table(record: dict[str, Any]) -> Table:
         "",
     )
     if c:
-        p = c["price"]
-        table.add_row("$/1M output tokens", f"{c['usd_per_1m_output_tokens']:.4g}", "", "", "")
-        table.add_row(
-            "price", Text(f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['source']}, {p['date']})"), "", "", ""
-        )
+        p = c.price
+        table.add_row("$/1M output tokens", fmt(c.usd_per_1m_output_tokens, ".4g"), "", "", "")
+        table.add_row("price", Text(f"${p.usd_per_chip_hour}/chip-h x {c.chips} ({p.source}, {p.date})"), "", "", "")
     return table
 
 

@@ -18,6 +18,7 @@ from harness import hosts
 from harness import metrics as metric_fns
 from harness import plan as plans
 from harness.gate_metrics import GateMetric, measured_steps
+from harness.result import RunRecord
 from harness.tasks.base import Column, Task, fmt
 
 REPORT_COLUMNS: list[Column] = [
@@ -151,20 +152,22 @@ class TrainTask(Task):
     def summary_label(self) -> str:
         return ""
 
-    def summary_values(self, record: dict[str, Any]) -> dict[str, str]:
-        m, c = record.get("metrics") or {}, record.get("cost") or {}
-        step = m.get("step_time_s") or {}
+    def summary_values(self, record: RunRecord) -> dict[str, str]:
+        m, c = record.metrics, record.cost
+        if m is None:  # a failed run: no figures (the summary shows "-" for the others)
+            return {"MFU": "n/a"}
+        step = m.step_time_s
         return {
-            "step med (s)": fmt(step.get("median"), ".4g"),
-            "p90 (s)": fmt(step.get("p90"), ".4g"),
-            "recomp": fmt(m.get("num_recompiles")),
-            "tok/s real": fmt(m.get("tokens_per_s_real"), ".4g"),
-            "MFU": fmt(m.get("mfu"), ".2%") if m.get("mfu") is not None else "n/a",
-            "mem (GiB)": fmt(m.get("peak_memory_gib"), ".3g"),
-            "$/run": fmt(c.get("usd_run"), ".2g"),
+            "step med (s)": fmt(step.median if step else None, ".4g"),
+            "p90 (s)": fmt(step.p90 if step else None, ".4g"),
+            "recomp": fmt(m.num_recompiles),
+            "tok/s real": fmt(m.tokens_per_s_real, ".4g"),
+            "MFU": fmt(m.mfu, ".2%") if m.mfu is not None else "n/a",
+            "mem (GiB)": fmt(m.peak_memory_gib, ".3g"),
+            "$/run": fmt(c.usd_run if c else None, ".2g"),
         }
 
-    def show(self, record: dict[str, Any]) -> Table:
+    def show(self, record: RunRecord) -> Table:
         return metrics_table(record)
 
 
@@ -178,60 +181,49 @@ def _cache_words(cache: dict[str, Any] | None) -> str:
     )
 
 
-def metrics_table(record: dict[str, Any]) -> Table:
-    m, c = record["metrics"], record.get("cost")
+def metrics_table(record: RunRecord) -> Table:
+    m, c = record.metrics, record.cost
     table = Table(show_header=True)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    step = m["step_time_s"]
+    step = m.step_time_s
     steady = (
         [
-            ("step time median / p90 (s), steady", f"{step['median']:.4g} / {step['p90']:.4g}"),
-            ("step time mean ± stdev (s), steady", f"{step['mean']:.4g} ± {step['stdev']:.2g} (n={step['n']})"),
+            ("step time median / p90 (s), steady", f"{step.median:.4g} / {step.p90:.4g}"),
+            ("step time mean ± stdev (s), steady", f"{step.mean:.4g} ± {step.stdev:.2g} (n={step.n})"),
         ]
         if step
-        else [("step time (s), steady", f"n/a ({m.get('steady_state')})")]
+        else [("step time (s), steady", f"n/a ({m.steady_state})")]
     )
     rows = [
         *steady,
-        (
-            "recompiling measured steps, their time (s)",
-            f"{m.get('recompile_steps', 0)}, {fmt(m.get('recompile_steps_time_s'), '.4g')}",
-        ),
-        ("warm-up steps time (s)", fmt(m["warmup_time_s"], ".4g")),
-        ("compile time (s)", fmt(m["compile_time_s"], ".4g")),
-        ("persistent compilation cache", _cache_words(m.get("compile_cache"))),
-        ("compiles / recompiles after warm-up", f"{m['num_compiles']} / {m['num_recompiles']}"),
-        (
-            "tokens/s real / padded, steady",
-            f"{fmt(m['tokens_per_s_real'], '.4g')} / {fmt(m['tokens_per_s_padded'], '.4g')}",
-        ),
-        ("tokens/s real, effective (recompiles too)", fmt(m.get("tokens_per_s_real_effective"), ".4g")),
-        ("tokens/s real per chip", fmt(m["tokens_per_s_real_per_chip"], ".4g")),
-        ("padding efficiency (real/padded)", fmt(m["padding_efficiency"], ".1%")),
-        ("window tokens/s real (1 sync)", fmt(m.get("window_tokens_per_s_real"), ".4g")),
-        ("model TFLOP/s", fmt(m["model_tflops_per_s"], ".4g")),
-        ("model FLOPs per real token (see mfu_convention)", fmt(m.get("model_flops_per_token"), ".4g")),
-        (
-            "MFU",
-            fmt(m["mfu"], ".2%")
-            if m["mfu"] is not None
-            else f"n/a ({m.get('mfu_invalid') or 'no peak for this device'})",
-        ),
-        ("HFU (with recomputation)", fmt(m.get("hfu"), ".2%") if m.get("hfu") is not None else "n/a"),
-        ("peak memory (GiB)", f"{fmt(m['peak_memory_gib'], '.3g')} ({m['peak_memory_kind']})"),
-        ("loss first / last", f"{fmt(m['loss_first'], '.4f')} / {fmt(m['loss_last'], '.4f')}"),
-        ("run time (s), of which setup", f"{fmt(m['run_time_s'], '.4g')}, {fmt(m['setup_time_s'], '.3g')}"),
+        ("recompiling measured steps, their time (s)", f"{m.recompile_steps}, {fmt(m.recompile_steps_time_s, '.4g')}"),
+        ("warm-up steps time (s)", fmt(m.warmup_time_s, ".4g")),
+        ("compile time (s)", fmt(m.compile_time_s, ".4g")),
+        ("persistent compilation cache", _cache_words(m.compile_cache)),
+        ("compiles / recompiles after warm-up", f"{m.num_compiles} / {m.num_recompiles}"),
+        ("tokens/s real / padded, steady", f"{fmt(m.tokens_per_s_real, '.4g')} / {fmt(m.tokens_per_s_padded, '.4g')}"),
+        ("tokens/s real, effective (recompiles too)", fmt(m.tokens_per_s_real_effective, ".4g")),
+        ("tokens/s real per chip", fmt(m.tokens_per_s_real_per_chip, ".4g")),
+        ("padding efficiency (real/padded)", fmt(m.padding_efficiency, ".1%")),
+        ("window tokens/s real (1 sync)", fmt(m.window_tokens_per_s_real, ".4g")),
+        ("model TFLOP/s", fmt(m.model_tflops_per_s, ".4g")),
+        ("model FLOPs per real token (see mfu_convention)", fmt(m.model_flops_per_token, ".4g")),
+        ("MFU", fmt(m.mfu, ".2%") if m.mfu is not None else f"n/a ({m.mfu_invalid or 'no peak for this device'})"),
+        ("HFU (with recomputation)", fmt(m.hfu, ".2%") if m.hfu is not None else "n/a"),
+        ("peak memory (GiB)", f"{fmt(m.peak_memory_gib, '.3g')} ({m.peak_memory_kind})"),
+        ("loss first / last", f"{fmt(m.loss_first, '.4f')} / {fmt(m.loss_last, '.4f')}"),
+        ("run time (s), of which setup", f"{fmt(m.run_time_s, '.4g')}, {fmt(m.setup_time_s, '.3g')}"),
     ]
     if c:
-        p = c["price"]
+        p = c.price
         rows += [
-            ("$/run (whole run) / steady state", f"{fmt(c['usd_run'], '.5f')} / {fmt(c['usd_steady_state'], '.5f')}"),
+            ("$/run (whole run) / steady state", f"{fmt(c.usd_run, '.5f')} / {fmt(c.usd_steady_state, '.5f')}"),
             (
                 "$/1M real tokens, steady / effective",
-                f"{fmt(c.get('usd_per_1m_tokens_real'), '.4g')} / {fmt(c.get('usd_per_1m_tokens_real_effective'), '.4g')}",
+                f"{fmt(c.usd_per_1m_tokens_real, '.4g')} / {fmt(c.usd_per_1m_tokens_real_effective, '.4g')}",
             ),
-            ("price", f"${p['usd_per_chip_hour']}/chip-h x {c['chips']} ({p['pricing']}; {p['source']}, {p['date']})"),
+            ("price", f"${p.usd_per_chip_hour}/chip-h x {c.chips} ({p.pricing}; {p.source}, {p.date})"),
         ]
     for name, value in rows:
         table.add_row(name, value)
