@@ -2,9 +2,11 @@
 
 `harness.record` builds a record from a worker's facts, `harness.store` writes and reads
 it, and every reader (gate, display, export, report) takes `RunRecord`s and reads typed
-fields, never string keys. A task's figures are its own type (`TrainMetrics`,
-`ServeMetrics`; a plug-in task names its own or keeps a plain mapping), chosen by the
-record's `task` field.
+fields, never string keys. A task's figures are its own types, declared by the task
+(`Task.metrics_type`, `Task.cost_type`: harness/tasks/train.py's `TrainMetrics`, serve's
+`ServeMetrics`; a plug-in task without types keeps plain mappings), chosen by the
+record's `task` field. This module holds what every record has, and the shared types
+(`Stats`, `Price`).
 
 Older records are upgraded explicitly, one version at a time (`MIGRATIONS`), before
 validation: schema 1 records (written up to 2026-11-26) load, migrate and report as
@@ -24,14 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 SCHEMA = "bench.result"
 SCHEMA_VERSION = 2
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
-_FROZEN_OPEN = ConfigDict(frozen=True, extra="allow")  # environment facts: what the host said
+FROZEN = ConfigDict(frozen=True, extra="forbid")
+FROZEN_OPEN = ConfigDict(frozen=True, extra="allow")  # environment facts: what the host said
 
 
 class Stats(BaseModel):
     """A distribution's summary (harness.metrics.summary); seconds where the field says."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     median: float
     p90: float
     p99: float
@@ -42,83 +44,10 @@ class Stats(BaseModel):
     n: int
 
 
-class TrainMetrics(BaseModel):
-    """A training run's figures (harness.metrics.training_metrics; docs: metrics.md)."""
-
-    model_config = _FROZEN
-    step_time_s: Stats | None = None
-    steady_state: str | None = None
-    warmup_time_s: float
-    compile_time_s: float
-    num_compiles: int
-    num_recompiles: int
-    recompile_steps: int
-    recompile_steps_time_s: float
-    num_setup_compiles: int
-    compile_cache: Any = None
-    tokens_per_s_real: float | None = None
-    tokens_per_s_padded: float | None = None
-    tokens_per_s_real_per_chip: float | None = None
-    tokens_per_s_padded_per_chip: float | None = None
-    tokens_per_s_real_effective: float | None = None
-    tokens_per_s_padded_effective: float | None = None
-    padding_efficiency: float | None = None
-    window_tokens_per_s_real: float | None = None
-    window_tokens_per_s_padded: float | None = None
-    model_flops_per_token: float | None = None
-    hardware_flops_per_token: float | None = None
-    model_tflops_per_s: float | None = None
-    mfu: float | None = None
-    hfu: float | None = None
-    # Why MFU (HFU) is withheld where it computed above 1 (timings not device-synchronised).
-    mfu_invalid: str | None = None
-    hfu_invalid: str | None = None
-    mfu_convention: str
-    hfu_convention: str
-    peak_flops_per_chip: float | None = None
-    peak_memory_gib: float | None = None
-    peak_memory_kind: str | None = None
-    measured_steps: int
-    measured_time_s: float
-    steady_time_s: float | None = None
-    tokens_real: int
-    tokens_padded: int
-    setup_time_s: float | None = None
-    run_time_s: float | None = None
-    loss_first: float | None = None
-    loss_last: float | None = None
-
-
-class ServeMetrics(BaseModel):
-    """A serving run's figures (harness.metrics.serving_metrics; docs: metrics.md)."""
-
-    model_config = _FROZEN
-    num_requests: int
-    num_completed: int
-    num_errors: int
-    errors: list[str]
-    duration_s: float
-    ttft_s: Stats | None = None
-    tpot_s: Stats | None = None
-    itl_s: Stats | None = None
-    e2el_s: Stats | None = None
-    output_tokens: int
-    prompt_tokens: int
-    output_throughput_tok_s: float | None = None
-    total_throughput_tok_s: float | None = None
-    request_throughput_req_s: float | None = None
-    goodput_req_s: float | None = None
-    slo: dict[str, Any] = Field(default_factory=dict)
-    slo_at_percentile: dict[str, Any] | None = None
-    output_tok_s_per_user: float | None = None
-    output_tok_s_per_chip: float | None = None
-    slo_search: dict[str, Any] | None = None  # an SLO search's probes and answer
-
-
 class Price(BaseModel):
     """The price a cost was computed at, and where it comes from (harness/prices.yaml)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     accelerator: str
     usd_per_chip_hour: float
     pricing: str
@@ -126,29 +55,8 @@ class Price(BaseModel):
     date: str
 
 
-class TrainCost(BaseModel):
-    model_config = _FROZEN
-    usd_run: float | None = None
-    usd_setup: float | None = None
-    usd_warmup: float | None = None
-    usd_steady_state: float | None = None
-    usd_per_1m_tokens_real: float | None = None
-    usd_per_1m_tokens_real_effective: float | None = None
-    chips: int
-    price: Price
-
-
-class ServeCost(BaseModel):
-    model_config = _FROZEN
-    usd_per_1m_output_tokens: float | None = None
-    usd_benchmark: float | None = None
-    chips: int
-    price: Price
-    basis: str | None = None  # an SLO search's: the rate the $ is at
-
-
 class Failure(BaseModel):
-    model_config = _FROZEN_OPEN
+    model_config = FROZEN_OPEN
     kind: str
     reason: str
     exit_code: int | None = None
@@ -158,7 +66,7 @@ class Failure(BaseModel):
 class ScenarioRef(BaseModel):
     """Which scenario, variant and repeat the run was, and the scenario as resolved."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
     name: str
     reference: str | None = None
     file: str
@@ -172,14 +80,14 @@ class ScenarioRef(BaseModel):
 
 
 class BackendRef(BaseModel):
-    model_config = _FROZEN
+    model_config = FROZEN
     name: str
     python: str
     options: dict[str, Any] = Field(default_factory=dict)
 
 
 class Accelerator(BaseModel):
-    model_config = _FROZEN_OPEN
+    model_config = FROZEN_OPEN
     kind: str
     name: str | None = None
     count: int = 1
@@ -188,7 +96,7 @@ class Accelerator(BaseModel):
 
 
 class Provenance(BaseModel):
-    model_config = _FROZEN_OPEN
+    model_config = FROZEN_OPEN
     commit: str | None = None
     dirty: bool | None = None
     started_at: str
@@ -197,16 +105,16 @@ class Provenance(BaseModel):
     libraries: dict[str, Any] = Field(default_factory=dict)
 
 
-# task name -> (metrics type, cost type); a plug-in task not listed keeps plain mappings.
-_TASK_TYPES: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
-    "train": (TrainMetrics, TrainCost),
-    "serve": (ServeMetrics, ServeCost),
-}
+def figure_types(task: str) -> tuple[type[BaseModel] | None, type[BaseModel] | None]:
+    """The metrics and cost types a task declares (harness.tasks: each task owns its
+    figures). A task not registered here (a plug-in of another install) or one without
+    types keeps plain mappings: its records still load."""
+    from harness import tasks
 
-
-def register_types(task: str, metrics: type[BaseModel], cost: type[BaseModel]) -> None:
-    """A plug-in task's own figure types (harness.tasks.base.Task.record_types)."""
-    _TASK_TYPES[task] = (metrics, cost)
+    if task not in tasks.names():
+        return None, None
+    owner = tasks.get(task)
+    return owner.metrics_type, owner.cost_type
 
 
 class RunRecord(BaseModel):
@@ -226,8 +134,8 @@ class RunRecord(BaseModel):
     provenance: Provenance
     plan: dict[str, Any] | None = None
     raw: dict[str, Any] | None = None  # the worker's facts: inputs of the figures
-    metrics: Any = None  # the task's metrics type (TrainMetrics, ServeMetrics, ...)
-    cost: Any = None  # the task's cost type
+    metrics: Any = None  # the task's metrics type (its Task.metrics_type)
+    cost: Any = None  # the task's cost type (its Task.cost_type)
     sweep: dict[str, Any] | None = None  # a serve sweep's point: axis, value, index, id
     server: dict[str, Any] | None = None  # a served run's server: engine, startup times
     trace: dict[str, Any] | None = None  # a traced run's profiler summary (harness.trace)
@@ -237,7 +145,7 @@ class RunRecord(BaseModel):
 
     @model_validator(mode="after")
     def _typed_figures(self) -> "RunRecord":
-        metrics_type, cost_type = _TASK_TYPES.get(self.task, (None, None))
+        metrics_type, cost_type = figure_types(self.task)
         if metrics_type is not None and isinstance(self.metrics, dict):
             object.__setattr__(self, "metrics", metrics_type.model_validate(self.metrics))
         if cost_type is not None and isinstance(self.cost, dict):
@@ -333,10 +241,10 @@ def declares(task: str, metric_id: str) -> bool:
     of `task` declare: report columns and gate metrics are checked against it, so a
     misspelt id fails a test instead of showing "n/a" forever. A task without types of
     its own (plain mappings) declares whatever its records hold."""
-    if task not in _TASK_TYPES:
-        return True
-    metrics_type, cost_type = _TASK_TYPES[task]
+    metrics_type, cost_type = figure_types(task)
     section, _, rest = metric_id.partition(".")
+    if section in ("metrics", "cost") and {"metrics": metrics_type, "cost": cost_type}[section] is None:
+        return True  # a plain mapping: whatever its records hold
     node: Any = {"metrics": metrics_type, "cost": cost_type}.get(section) or RunRecord.model_fields.get(section)
     if node is None or not rest:
         return node is not None

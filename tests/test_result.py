@@ -9,8 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from harness import result, tasks
-from harness.result import SCHEMA_VERSION, RunRecord, ServeMetrics, TrainCost, TrainMetrics, as_record, migrate
+from harness.result import SCHEMA_VERSION, RunRecord, as_record, migrate
 from harness.store import load_record, load_records, write_record
+from harness.tasks.serve import ServeMetrics
+from harness.tasks.train import TrainCost, TrainMetrics
 
 from conftest import ROOT
 from records import failed_record, make_record

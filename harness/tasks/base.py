@@ -52,6 +52,10 @@ class Task:
     priced_metrics: tuple[str, ...] = ()
     # Whether the task needs an execution plan on the chosen backend (harness.plan).
     needs_plan: bool = False
+    # Its records' figure types (frozen pydantic models: harness.result.RunRecord types
+    # `metrics` and `cost` with them); None keeps plain mappings.
+    metrics_type: type | None = None
+    cost_type: type | None = None
 
     # ------------------------------------------------------------------ planning, naming
     def backend_label(self, run, backend: str) -> str:

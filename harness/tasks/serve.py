@@ -7,15 +7,53 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, Field
 from rich.table import Table
 from rich.text import Text
 
 from harness import cost as cost_model
 from harness import metrics as metric_fns
 from harness.gate_metrics import GateMetric
-from harness.result import RunRecord
+from harness.result import FROZEN, Price, RunRecord, Stats
 from harness.serving import engines, points
 from harness.tasks.base import Column, Task, fmt
+
+
+# ------------------------------------------------------------------ the record's figures
+class ServeMetrics(BaseModel):
+    """A serving run's figures (harness.metrics.serving_metrics; docs: metrics.md)."""
+
+    model_config = FROZEN
+    num_requests: int
+    num_completed: int
+    num_errors: int
+    errors: list[str]
+    duration_s: float
+    ttft_s: Stats | None = None
+    tpot_s: Stats | None = None
+    itl_s: Stats | None = None
+    e2el_s: Stats | None = None
+    output_tokens: int
+    prompt_tokens: int
+    output_throughput_tok_s: float | None = None
+    total_throughput_tok_s: float | None = None
+    request_throughput_req_s: float | None = None
+    goodput_req_s: float | None = None
+    slo: dict[str, Any] = Field(default_factory=dict)
+    slo_at_percentile: dict[str, Any] | None = None
+    output_tok_s_per_user: float | None = None
+    output_tok_s_per_chip: float | None = None
+    slo_search: dict[str, Any] | None = None  # an SLO search's probes and answer
+
+
+class ServeCost(BaseModel):
+    model_config = FROZEN
+    usd_per_1m_output_tokens: float | None = None
+    usd_benchmark: float | None = None
+    chips: int
+    price: Price
+    basis: str | None = None  # an SLO search's: the rate the $ is at
+
 
 REPORT_COLUMNS: list[Column] = [
     Column("metrics.ttft_s.median", "TTFT median (s)", ".4g"),
@@ -168,4 +206,6 @@ TASK = ServeTask(
     report_columns=REPORT_COLUMNS,
     gate_metrics=GATE_METRICS,
     priced_metrics=("usd_per_1m_output_tokens",),
+    metrics_type=ServeMetrics,
+    cost_type=ServeCost,
 )

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from pydantic import BaseModel
 from rich.table import Table
 
 from harness import cost as cost_model
@@ -18,8 +19,69 @@ from harness import hosts
 from harness import metrics as metric_fns
 from harness import plan as plans
 from harness.gate_metrics import GateMetric, measured_steps
-from harness.result import RunRecord
+from harness.result import FROZEN, Price, RunRecord, Stats
 from harness.tasks.base import Column, Task, fmt
+
+
+# ------------------------------------------------------------------ the record's figures
+class TrainMetrics(BaseModel):
+    """A training run's figures (harness.metrics.training_metrics; docs: metrics.md)."""
+
+    model_config = FROZEN
+    step_time_s: Stats | None = None
+    steady_state: str | None = None
+    warmup_time_s: float
+    compile_time_s: float
+    num_compiles: int
+    num_recompiles: int
+    recompile_steps: int
+    recompile_steps_time_s: float
+    num_setup_compiles: int
+    compile_cache: Any = None
+    tokens_per_s_real: float | None = None
+    tokens_per_s_padded: float | None = None
+    tokens_per_s_real_per_chip: float | None = None
+    tokens_per_s_padded_per_chip: float | None = None
+    tokens_per_s_real_effective: float | None = None
+    tokens_per_s_padded_effective: float | None = None
+    padding_efficiency: float | None = None
+    window_tokens_per_s_real: float | None = None
+    window_tokens_per_s_padded: float | None = None
+    model_flops_per_token: float | None = None
+    hardware_flops_per_token: float | None = None
+    model_tflops_per_s: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    # Why MFU (HFU) is withheld where it computed above 1 (timings not device-synchronised).
+    mfu_invalid: str | None = None
+    hfu_invalid: str | None = None
+    mfu_convention: str
+    hfu_convention: str
+    peak_flops_per_chip: float | None = None
+    peak_memory_gib: float | None = None
+    peak_memory_kind: str | None = None
+    measured_steps: int
+    measured_time_s: float
+    steady_time_s: float | None = None
+    tokens_real: int
+    tokens_padded: int
+    setup_time_s: float | None = None
+    run_time_s: float | None = None
+    loss_first: float | None = None
+    loss_last: float | None = None
+
+
+class TrainCost(BaseModel):
+    model_config = FROZEN
+    usd_run: float | None = None
+    usd_setup: float | None = None
+    usd_warmup: float | None = None
+    usd_steady_state: float | None = None
+    usd_per_1m_tokens_real: float | None = None
+    usd_per_1m_tokens_real_effective: float | None = None
+    chips: int
+    price: Price
+
 
 REPORT_COLUMNS: list[Column] = [
     Column("metrics.step_time_s.median", "step median (s)", ".4g"),
@@ -286,4 +348,6 @@ TASK = TrainTask(
     gate_metrics=GATE_METRICS,
     priced_metrics=("usd_run", "usd_per_1m_tokens_real"),
     needs_plan=True,
+    metrics_type=TrainMetrics,
+    cost_type=TrainCost,
 )
