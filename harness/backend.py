@@ -87,6 +87,10 @@ class BackendInfo:
     # "torchrun" (one per device).
     launcher: str = "single"
     capabilities: Capabilities = field(default_factory=Capabilities)
+    # Whether a run with these options (the record's `backend.options`, a mapping)
+    # compiles nothing by design, so the report prints "n/a (eager)" in compile columns
+    # rather than a 0 that reads as a perfect compiler. None: it compiles.
+    eager: Callable[[dict[str, Any]], bool] | None = None
 
 
 @dataclass

@@ -3,6 +3,7 @@ so every output shows the same numbers formatted the same way."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -61,17 +62,25 @@ def fmt(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
-def _fsdp_compiles_by_default() -> bool:
-    from backends.gpu_fsdp import FsdpOptions
-
-    return FsdpOptions.model_fields["compile"].default
-
-
 def compiles_nothing(record: RunRecord) -> bool:
-    """An eager backend that compiled nothing: torch, or gpu-fsdp without `compile`."""
-    name, options = record.backend.name, record.backend.options
-    eager = name == "torch" or (name == "gpu-fsdp" and not options.get("compile", _fsdp_compiles_by_default()))
-    return eager and (record.metrics is None or not record.metrics.num_compiles)
+    """A run of a backend that compiles nothing by design (its BackendInfo.eager says so
+    for these options: torch, or gpu-fsdp without `compile`) that compiled nothing."""
+    return _eager(record.backend.name, record.backend.options) and not (
+        record.metrics.num_compiles if record.metrics is not None else 0
+    )
+
+
+def _eager(backend: str, options: dict[str, Any]) -> bool:
+    eager = _eager_rule(backend)
+    return eager is not None and eager(options)
+
+
+@functools.cache  # the registry scans installed entry points: once per backend name
+def _eager_rule(backend: str):
+    from harness import registry  # the backends' light descriptions, no framework
+
+    info = registry.all_backends().get(backend)
+    return info.eager if info is not None else None  # unknown here: figures shown as they are
 
 
 @dataclass

@@ -46,4 +46,5 @@ BACKEND_INFO = BackendInfo(
         shardings=("full_shard", "shard_grad_op"),
         multi_host=True,
     ),
+    eager=lambda options: not options.get("compile", FsdpOptions.model_fields["compile"].default),
 )

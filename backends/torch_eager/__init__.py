@@ -33,4 +33,5 @@ BACKEND_INFO = BackendInfo(
     priority=0,
     env={"USE_TORCH_XLA": "0"},
     capabilities=Capabilities(axes=(), max_devices=1),  # one device, no parallelism
+    eager=lambda options: True,
 )
