@@ -1,4 +1,4 @@
-"""A third task, defined outside bench's core, for tests/test_tasks.py: it counts the
+"""A third task, defined outside bench's core, for tests/harness/tasks/test_tasks.py: it counts the
 words of the scenario's description in the worker and reports the count. Everything a
 task plug-in provides that differs from the defaults (harness/tasks/base.py)."""
 

@@ -1,4 +1,4 @@
-"""A serving engine defined outside bench's core, for tests/test_tasks.py: it "serves"
+"""A serving engine defined outside bench's core, for tests/harness/tasks/test_tasks.py: it "serves"
 each request with a fixed, known timeline, so its metrics are known exactly."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Multi-host rules that need no job to check (#20): which runs are skipped as already
 done, and which backends refuse `parallel.hosts` > 1 and why. The jobs themselves run
-in tests/test_multihost.py."""
+in tests/backends/test_multihost.py."""
 
 from __future__ import annotations
 
