@@ -159,8 +159,16 @@ class RunRecord(BaseModel):
         return self.status == "ok"
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (strict JSON types; `path` is not stored)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The stored form (strict JSON types; `path` is not stored). Every field of the
+        record is stored; `metrics` and `cost` hold exactly the figures their task computed
+        (an optional figure it did not produce, such as `mfu_invalid`, is absent, and reads
+        as None), so `training_metrics(record.raw, ...)` recomputes the stored section."""
+        out = self.model_dump(mode="json", by_alias=True)
+        for section in ("metrics", "cost"):
+            value = getattr(self, section)
+            if isinstance(value, BaseModel):
+                out[section] = value.model_dump(mode="json", exclude_unset=True)
+        return out
 
     def figure(self, metric_id: str) -> Any:
         """A figure by its id: "section.field[.stat]" ("metrics.step_time_s.median",
