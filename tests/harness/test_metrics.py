@@ -236,6 +236,6 @@ def test_records_flops_per_token_match_a_hand_count(preset, tied):
         catalog={},
         command=[],
     )
-    assert record["status"] == "ok", record["failure"]
-    assert record["metrics"]["model_flops_per_token"] == pytest.approx(expected, rel=0.005)
-    assert record["metrics"]["mfu"] == pytest.approx(expected * sum(rows) / 989e12, rel=0.005)
+    assert record.status == "ok", record.failure
+    assert record.metrics.model_flops_per_token == pytest.approx(expected, rel=0.005)
+    assert record.metrics.mfu == pytest.approx(expected * sum(rows) / 989e12, rel=0.005)
