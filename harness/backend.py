@@ -38,6 +38,9 @@ class Probe:
     device_kind: str = "cpu"  # cpu | cuda | tpu
     device_name: str = ""
     device_count: int = 0
+    # One accelerator's memory (what `train.micro_batch: auto` plans against); None on
+    # a CPU, whose memory the planner reads from the host when it plans.
+    memory_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +224,12 @@ class Backend(ABC):
         optimizer state) and `distinct_row_shards` (devices that got different rows)."""
         return {}
 
+    def host_sync_counter(self):
+        """A counter of the host's waits for the device inside a step (an object with
+        `counting()`, a context manager, and `take()` -> int), or None where this
+        backend does not count them."""
+        return None
+
     def compile_cache(self) -> dict[str, Any] | None:
         """Whether a persistent compilation cache was on: a cache hit compiles nothing, so
         compile counts and times would hide what a fresh machine pays. None: the backend
@@ -230,6 +239,12 @@ class Backend(ABC):
     def notes(self) -> list[str]:
         """Anything the user should know about how this run was done."""
         return []
+
+    def execution(self) -> dict[str, Any]:
+        """How this backend executed the plan's work, beyond the plan's own micro-batch:
+        its expert choices (loss kernel, attention, compile mode, optimizer kernel,
+        remat), stated in the record's `raw.execution`. Execution, never work."""
+        return {}
 
     def extra_facts(self) -> dict[str, Any]:
         """Backend-specific raw facts for the record (sharding, per-rank times...)."""

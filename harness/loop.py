@@ -10,6 +10,7 @@ steps, an optional window runs `window_steps` more steps with a single sync at i
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ class StepSample:
     loss: float | None = None
     lr: float | None = None  # the learning rate the backend applied in this step
     done: dict[str, int] | None = None  # rows and tokens the backend counted feeding its devices
+    # Host waits for the device inside the issued step, before the timing sync (the
+    # backend's `host_sync_counter`); None where the backend does not count them.
+    host_syncs: int | None = None
 
 
 @dataclass
@@ -44,6 +48,7 @@ class WindowSample:
     num_compiles: int
     losses: list[float] = field(default_factory=list)
     done: dict[str, int] | None = None  # rows and tokens the backend counted feeding its devices
+    host_syncs: int | None = None  # host waits inside the window's steps, before its one sync
 
 
 @dataclass
@@ -164,22 +169,32 @@ def run_steps(backend) -> LoopResult:
     """Time `train.steps` synchronised steps, then the unsynchronised window."""
     plan = backend.plan
     recorder = recorder_for(backend, backend.events.origin)
+    counter = backend.host_sync_counter()
     for batch in backend.batches.steps[: plan.steps]:
         begun = recorder.begin()
-        loss = backend.step(batch)
-        recorder.end(begun, batch, loss)
-    window = run_window(backend, backend.batches.steps[plan.steps : plan.total_steps])
+        with counting(counter):
+            loss = backend.step(batch)
+        sample = recorder.end(begun, batch, loss)
+        sample.host_syncs = counter.take() if counter else None
+    window = run_window(backend, backend.batches.steps[plan.steps : plan.total_steps], counter)
     return LoopResult(recorder.samples, window, recorder.setup_compiles, recorder)
 
 
-def run_window(backend, batches) -> WindowSample | None:
+def counting(counter):
+    """The counter's counting block, or nothing where the backend does not count."""
+    return counter.counting() if counter is not None else contextlib.nullcontext()
+
+
+def run_window(backend, batches, counter=None) -> WindowSample | None:
     """Issue every step, sync once: the throughput the device sustains unobserved."""
     if not batches:
         return None
     backend.sync()
     before = backend.compile_stats().count
     start = time.perf_counter()
-    losses = [backend.step(batch) for batch in batches]
+    with counting(counter):
+        losses = [backend.step(batch) for batch in batches]
+    syncs = counter.take() if counter else None
     backend.sync()
     elapsed = time.perf_counter() - start
     done, _ = backend.work.take()
@@ -191,4 +206,5 @@ def run_window(backend, batches) -> WindowSample | None:
         num_compiles=backend.compile_stats().count - before,
         losses=[backend.loss_value(loss) for loss in losses],
         done=done,
+        host_syncs=syncs,
     )

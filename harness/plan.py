@@ -107,6 +107,9 @@ class Plan(Frozen):
     trainable_params: int | None  # None: not computable from the architecture
     gradient_checkpointing: bool
     hosts: int = 1  # hosts the job spans, devices / hosts each (one JAX process per host)
+    # How micro_batch was chosen: "pinned" (the scenario's number) or the memory model's
+    # account of `auto`. Execution, not work: the update does not depend on the split.
+    micro_batch_how: str = "pinned"
 
     @property
     def total_steps(self) -> int:
@@ -127,7 +130,8 @@ class Plan(Frozen):
                 "rows",
                 f"{self.micro_batch} per shard per forward x {self.data_parallel} shards = "
                 f"{self.rows_per_forward} per forward; x {self.accumulation} accumulation = "
-                f"{self.rows_per_step} per optimizer step",
+                f"{self.rows_per_step} per optimizer step"
+                + ("" if self.micro_batch_how == "pinned" else f" (micro_batch auto: {self.micro_batch_how})"),
             ),
             (
                 "steps",
@@ -200,6 +204,71 @@ def lora_trainable_params(arch: dict[str, Any], targets: tuple[str, ...], rank: 
         return None
 
 
+# --------------------------------------------------------------------------- micro-batch
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+# The share of a device's memory `auto` plans to fill: the rest is the allocator's
+# fragmentation, the framework's workspace and the loss kernel's one chunk of logits.
+MEMORY_HEADROOM = 0.85
+
+
+def activation_bytes_per_token(arch: dict[str, Any], compute: str, attention: str, seq_len: int) -> float:
+    """Activations a decoder keeps for the backward pass, per token, every layer.
+
+    After Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+    Transformer Models", eq. 1), in 16-bit bytes: attention block 11h (QKV input, Q, K,
+    V, softmax output x V, projection input), a gated MLP 2h + 8i (input, gate and up
+    outputs, activation, product), two norms 4h; eager attention also keeps the score
+    and probability matrices, 4 a s (0 with SDPA/flash kernels). Scaled by the compute
+    dtype's bytes. The loss kernel is chunked, so no full logits are counted."""
+    h, i, a = arch["hidden_size"], arch["intermediate_size"], arch["num_heads"]
+    per_layer = 17 * h + 8 * i + (4 * a * seq_len if attention == "eager" else 0)
+    return arch["num_layers"] * per_layer * DTYPE_BYTES.get(compute, 4) / 2
+
+
+def resident_bytes(arch: dict[str, Any], precision: Precision, trainable: int | None) -> float:
+    """Weights, gradients and AdamW's two moments, which every micro-batch size pays
+    (`trainable` None: full fine-tuning). The embedding counts once (tied head)."""
+    h, i, layers = arch["hidden_size"], arch["intermediate_size"], arch["num_layers"]
+    q, kv = arch["num_heads"] * _head_dim(arch), arch["num_kv_heads"] * _head_dim(arch)
+    params = arch["vocab_size"] * h + layers * (2 * h * q + 2 * h * kv + 3 * h * i)
+    trained_bytes = 4 + 4 + 8  # fp32 master weight, fp32 gradient, AdamW's two fp32 moments
+    if trainable is None:  # full fine-tuning: every weight is trained
+        return params * trained_bytes
+    return params * DTYPE_BYTES.get(precision.frozen_params, 4) + trainable * trained_bytes
+
+
+def auto_micro_batch(rows_per_shard: int, bytes_per_row: float, budget_bytes: float) -> int:
+    """The largest divisor of a shard's rows per step whose activations fit the budget
+    (at least 1: a single row that does not fit is the device's problem, said by the
+    run, not hidden by the plan)."""
+    fits = [d for d in range(1, rows_per_shard + 1) if rows_per_shard % d == 0 and d * bytes_per_row <= budget_bytes]
+    return max(fits, default=1)
+
+
+def _micro_batch(scenario, shards: int, arch: dict[str, Any], memory: int | None) -> tuple[int, str]:
+    """The plan's micro_batch: the scenario's number, or `auto` by the memory model."""
+    train = scenario.train
+    if train.micro_batch != "auto":
+        return train.micro_batch, "pinned"
+    if not arch:
+        raise _refuse("train.micro_batch", "auto needs the architecture (model.arch) to model memory; pin a number")
+    if not memory:
+        raise _refuse("train.micro_batch", "auto needs the device's memory, which this backend's probe did not report")
+    seq = scenario.sequence.max_length
+    precision = Precision(name=train.precision, **PRECISION_POLICIES[train.precision])
+    trainable = (
+        lora_trainable_params(arch, train.lora.target_modules, train.lora.rank) if train.method == "lora" else None
+    )
+    per_row = seq * activation_bytes_per_token(arch, precision.compute, scenario.model.attention, seq)
+    budget = MEMORY_HEADROOM * memory - resident_bytes(arch, precision, trainable)
+    micro = auto_micro_batch(train.global_batch // shards, per_row, budget)
+    how = (
+        f"memory model: {per_row / 2**30:.3g} GiB of activations a row at length {seq}, "
+        f"{max(budget, 0) / 2**30:.3g} GiB free of {memory / 2**30:.3g} GiB a device"
+    )
+    return micro, how
+
+
 # --------------------------------------------------------------------------- resolve
 def resolve_devices(requested: int | str, device_kind: str, device_count: int) -> int:
     """`all` is every accelerator of this host, and one on a CPU (a CPU is one device;
@@ -237,7 +306,7 @@ def _refuse(field: str, message: str) -> PlanRefusal:
     return PlanRefusal(field, message)
 
 
-def build(scenario, device_kind: str, device_count: int) -> Plan:
+def build(scenario, device_kind: str, device_count: int, device_memory_bytes: int | None = None) -> Plan:
     """The plan of one scenario on a host with `device_count` devices of `device_kind`;
     raises PlanRefusal naming the field when the scenario cannot be executed there."""
     train, parallel = scenario.train, scenario.parallel
@@ -254,26 +323,32 @@ def build(scenario, device_kind: str, device_count: int) -> Plan:
         )
     mesh = resolve_mesh(parallel, devices)
     shards = mesh["data"] * mesh["fsdp"]
-    rows_per_forward = train.micro_batch * shards
+    if train.global_batch % shards:
+        raise _refuse(
+            "train.global_batch", f"{train.global_batch} rows do not split over {shards} data-parallel shards"
+        )
+    arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else {}
+    micro, micro_how = _micro_batch(scenario, shards, arch, device_memory_bytes)
+    rows_per_forward = micro * shards
     if train.global_batch % rows_per_forward:
         raise _refuse(
             "train.global_batch",
             f"{train.global_batch} rows do not divide into forward passes of "
-            f"micro_batch {train.micro_batch} x {shards} data-parallel shards",
+            f"micro_batch {micro} x {shards} data-parallel shards",
         )
     policy = dict(PRECISION_POLICIES[train.precision])
     if train.method == "full":
         policy["frozen_params"] = "-"
     if train.optimizer.name == "sgd":
         policy["optimizer_state"] = "-"  # plain SGD (no momentum) keeps no state
-    arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else {}
     lora = train.method == "lora"
     return Plan(
         device_kind=device_kind,
         devices=devices,
         mesh=mesh,
         data_parallel=shards,
-        micro_batch=train.micro_batch,
+        micro_batch=micro,
+        micro_batch_how=micro_how,
         rows_per_forward=rows_per_forward,
         accumulation=train.global_batch // rows_per_forward,
         rows_per_step=train.global_batch,
@@ -323,10 +398,12 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
     return None
 
 
-def resolve(scenario, device_kind: str, device_count: int, capabilities=None, source: str = "") -> Plan:
+def resolve(
+    scenario, device_kind: str, device_count: int, capabilities=None, source: str = "", device_memory_bytes=None
+) -> Plan:
     """`build` then `refusals`, as a SpecError (one line, exit 2) naming file and field."""
     try:
-        plan = build(scenario, device_kind, device_count)
+        plan = build(scenario, device_kind, device_count, device_memory_bytes)
         refusal = refusals(plan, capabilities) if capabilities is not None else None
     except PlanRefusal as exc:
         refusal = exc

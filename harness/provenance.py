@@ -131,6 +131,19 @@ def utc_iso(epoch: float | None = None) -> str:
     return moment.isoformat(timespec="seconds")
 
 
+def host_available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (Linux): what a new process can still
+    allocate without swapping; None where the file is not there."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def cpu_name() -> str:
     """The CPU's model name (what a record calls a CPU device)."""
     try:

@@ -281,7 +281,27 @@ def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":
         return None
     info = registry.get(chosen.name)
     probe = chosen.probe
-    return plans.resolve(run.scenario, probe.device_kind, probe.device_count, info.capabilities, _where(source, run))
+    return plans.resolve(
+        run.scenario,
+        probe.device_kind,
+        probe.device_count,
+        info.capabilities,
+        _where(source, run),
+        device_memory_bytes=device_memory(run.scenario, probe),
+    )
+
+
+def device_memory(scenario, probe) -> int | None:
+    """One device's memory for `micro_batch: auto`: the accelerator's, from the probe; on
+    a CPU, the host's available memory shared by the virtual devices this host runs."""
+    if probe.device_kind != "cpu":
+        return probe.memory_bytes
+    from harness.provenance import host_available_memory
+
+    available = host_available_memory()
+    parallel = scenario.parallel
+    per_host = 1 if parallel.devices == "all" else max(1, parallel.devices // parallel.hosts)
+    return available // per_host if available else None
 
 
 def _where(source: str, run: ResolvedRun) -> str:

@@ -265,11 +265,14 @@ class TrainSpec(Section):
     optimizer: OptimizerSpec = OptimizerSpec()
     schedule: ScheduleSpec = ScheduleSpec()
     grad_clip: float | None = Field(1.0, gt=0, le=1e6)
-    # Rows (samples) per optimizer step, across all devices; micro_batch is rows per
-    # data-parallel shard (per device when tensor = 1) per forward pass. Gradient
-    # accumulation = global / (micro x data-parallel shards), shards = fsdp x data.
+    # Rows (samples) per optimizer step, across all devices: the work. micro_batch is how
+    # it is executed: rows per data-parallel shard (per device when tensor = 1) per
+    # forward pass; accumulation = global / (micro x shards), shards = fsdp x data. The
+    # loss is the step's token-weighted sum, so the update does not depend on the split.
+    # `auto`: the largest that fits the device's memory (harness.plan.auto_micro_batch's
+    # memory model); a number pins it.
     global_batch: int = Field(8, gt=0, le=MAX_BATCH)
-    micro_batch: int = Field(8, gt=0, le=MAX_BATCH)
+    micro_batch: Annotated[int, Field(gt=0, le=MAX_BATCH)] | Literal["auto"] = "auto"
     steps: int = Field(20, gt=0, le=MAX_STEPS)
     # Benchmark warm-up: the first steps (compilation, allocator warm-up) are timed and
     # kept, but excluded from step-time statistics. At least one: the first step always
@@ -284,7 +287,7 @@ class TrainSpec(Section):
 
     @model_validator(mode="after")
     def _batches_divide(self) -> "TrainSpec":
-        if self.global_batch % self.micro_batch:
+        if self.micro_batch != "auto" and self.global_batch % self.micro_batch:
             raise ValueError(f"global_batch: {self.global_batch} is not a multiple of micro_batch {self.micro_batch}")
         if self.warmup_steps >= self.steps:
             raise ValueError(f"warmup_steps: {self.warmup_steps} leaves no measured step of {self.steps}")

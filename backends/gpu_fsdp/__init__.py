@@ -6,20 +6,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.backend import BackendInfo, BackendOptions, Capabilities
+from backends.torch_common.options import TorchExecutionOptions
+from harness.backend import BackendInfo, Capabilities
 
 
-class FsdpOptions(BackendOptions):
+class FsdpOptions(TorchExecutionOptions):
     # loop: the harness's own timed loop. sft_trainer: trl's SFTTrainer drives the steps
     # (what many users run), timed by a synchronising callback.
     mode: Literal["loop", "sft_trainer"] = "loop"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # torch.compile the model; its graph compilations are counted like XLA's.
-    compile: bool = False
-    compile_backend: Literal["inductor", "aot_eager", "eager"] = "inductor"
-    # auto: dynamo's default (a second shape compiles one dynamic graph); static: every
-    # new shape compiles again (what XLA does); dynamic: dynamic from the start.
-    compile_shapes: Literal["auto", "static", "dynamic"] = "auto"
 
 
 def _load():

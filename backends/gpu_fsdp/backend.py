@@ -31,6 +31,7 @@ from backends.hf_common.model import (
     optimizer_state_dtype,
     parameter_dtypes,
 )
+from backends.torch_common import execution
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
 from harness.provenance import cpu_name
@@ -45,7 +46,8 @@ class FsdpBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():
-            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count())
+            memory = torch.cuda.get_device_properties(0).total_memory
+            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), memory)
         return Probe(True, "no GPU: runs over gloo on the CPU", "cpu", cpu_name(), 1)
 
     # ------------------------------------------------------------------ setup
@@ -63,12 +65,16 @@ class FsdpBackend(StepBackend):
             return self._setup_for_trainer(model)
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model = self._shard(cast_to_plan(model, self.plan.precision).to(self.device))
-        self.optimizer = build_optimizer(self.model, self.scenario)
+        self.model = cast_to_plan(model, self.plan.precision).to(self.device)
+        # The loss module holds the model and the LM head's loss: FSDP's root, so its
+        # hooks gather the embedding, final norm and head for the loss too.
+        self.loss = self._shard(execution.loss_module(self.model, self.options, self.device, "gpu-fsdp"))
+        self.fused_optimizer = execution.use_fused_optimizer(self.device, self.scenario)
+        self.optimizer = build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
         self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
         facts = model_facts(self.model)  # DTensor numel is the global size
         if self.options.compile:
-            self._compile()
+            execution.compile_loss(self.loss, self.options)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         return facts
@@ -97,6 +103,16 @@ class FsdpBackend(StepBackend):
         self.num_sharded_layers = 0
         return model_facts(self.model)
 
+    def _autocast(self):
+        """Unsharded (one device), autocast runs the matmuls in the plan's compute dtype,
+        as the torch backend does; sharded, FSDP's mixed-precision policy does it."""
+        import contextlib
+
+        compute = self.plan.precision.compute
+        if self.sharded or compute == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=DTYPES[compute])
+
     def _device(self) -> torch.device:
         if self.options.device == "cuda" or (self.options.device == "auto" and torch.cuda.is_available()):
             local = int(os.environ.get("LOCAL_RANK", 0))
@@ -114,7 +130,13 @@ class FsdpBackend(StepBackend):
 
     def _shard(self, model: torch.nn.Module) -> torch.nn.Module:
         """fully_shard each decoder layer, then the root. full_shard frees the gathered
-        parameters after forward; shard_grad_op keeps them until backward (ZeRO-2)."""
+        parameters after forward; shard_grad_op keeps them until backward (ZeRO-2). On
+        one device there is nothing to shard: the model runs unwrapped (FSDP's hooks and
+        copies would only slow it) and the record says so."""
+        self.sharded = self.world > 1
+        if not self.sharded:
+            self.num_sharded_layers = 0
+            return model
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
@@ -133,15 +155,6 @@ class FsdpBackend(StepBackend):
         self.num_sharded_layers = len(layers)
         return model
 
-    def _compile(self) -> None:
-        import torch._dynamo
-
-        shapes = self.options.compile_shapes
-        if shapes == "static":
-            torch._dynamo.config.automatic_dynamic_shapes = False
-            torch._dynamo.config.recompile_limit = 10_000  # never fall back to eager silently
-        self.model.compile(backend=self.options.compile_backend, dynamic=True if shapes == "dynamic" else None)
-
     # ------------------------------------------------------------------ steps
     def _my_rows(self, micro):
         """This rank's plan.micro_batch rows of a forward pass (the plan made the pass
@@ -157,19 +170,21 @@ class FsdpBackend(StepBackend):
             if not self.fingerprints:
                 self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
             arrays = (mine.input_ids, mine.attention_mask, mine.labels)
-            return mine.attention_mask, *(torch.from_numpy(a).to(self.device) for a in arrays)
+            return mine.attention_mask, *(execution.to_device(a, self.device) for a in arrays)
 
-        def forward(i: int, ids, mask):
-            self.model.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
+        def loss_sum(i: int, ids, mask, labels):
+            if self.sharded:
+                self.loss.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
-            logits = self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            with self._autocast():
+                summed = self.loss(ids, mask, labels)
             self.compile_events += self._compiled_graphs() > graphs_before
-            return logits
+            return summed
 
         def backward(i: int, loss) -> None:
             (loss * self.world).backward()  # FSDP averages gradients over ranks; the loss sums them
 
-        total = micro_batch_loss(self, batch, place, forward, backward)
+        total = micro_batch_loss(self, batch, place, loss_sum, backward)
         self.steps.step(self.model, self.scenario.train.grad_clip)
         return total
 
@@ -224,11 +239,7 @@ class FsdpBackend(StepBackend):
     # ------------------------------------------------------------------ facts
     def _compiled_graphs(self) -> int:
         """Graphs dynamo has compiled so far (FSDP's hooks split one model into several)."""
-        if not self.options.compile:
-            return 0
-        from torch._dynamo.utils import counters
-
-        return int(counters["stats"]["unique_graphs"])
+        return execution.unique_graphs() if self.options.compile else 0
 
     def compile_stats(self) -> CompileStats:
         """Compilations counted as XLA counts programs: a forward pass that compiled
@@ -236,36 +247,28 @@ class FsdpBackend(StepBackend):
         the graph count is kept in the extra facts. Seconds: dynamo's own timers of
         every compilation (tracing, AOT autograd, the backend; the lazily compiled
         backward graphs too)."""
-        return CompileStats(count=self.compile_events, seconds=self._compile_seconds())
+        seconds = execution.compile_seconds() if self.options.compile else 0.0
+        return CompileStats(count=self.compile_events, seconds=seconds)
 
     def compile_cache(self) -> dict[str, Any] | None:
-        """Inductor's FX graph and AOT autograd caches persist compiled kernels on disk
-        (on by default): a second run on the same machine compiles less, though dynamo
-        still traces (and counts) every graph."""
-        if not self.options.compile:
-            return None
-        if self.options.compile_backend != "inductor":
-            return {
-                "persistent": False,
-                "what": f"torch.compile backend {self.options.compile_backend} (no on-disk cache)",
-            }
-        import torch._functorch.config as functorch_config
-        import torch._inductor.config as inductor_config
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        return execution.compile_cache(self.options)
 
-        on = bool(inductor_config.fx_graph_cache or getattr(functorch_config, "enable_autograd_cache", False))
-        return {"persistent": on, "what": "inductor FX graph / AOT autograd caches", "dir": cache_dir()}
+    def host_sync_counter(self):
+        from backends.torch_common.syncs import HostSyncCounter
 
-    def _compile_seconds(self) -> float:
-        if not self.options.compile:
-            return 0.0
-        from torch._dynamo.utils import compilation_time_metrics
+        return HostSyncCounter(self.device)
 
-        return sum(
-            sum(times)
-            for key, times in compilation_time_metrics.items()
-            if key == "_compile.compile_inner" or key.endswith("bw_compiler")
-        )
+    def execution(self) -> dict[str, Any]:
+        if self.options.mode == "sft_trainer":
+            return {"mode": "sft_trainer: trl's SFTTrainer executes the steps (its own loss and optimizer)"}
+        return {
+            **execution.execution_facts(
+                self.loss, self.options, self.device, self.fused_optimizer, self.scenario.model.attention
+            ),
+            "fsdp": f"FSDP2 over {self.world} ranks, {self.plan.sharding}"
+            if self.sharded
+            else "not wrapped: one device, nothing to shard",
+        }
 
     def done(self) -> dict[str, Any]:
         """Dtypes of this rank's shards and of its optimizer state; the ranks that fed

@@ -194,12 +194,21 @@ def optimizer_state_dtype(optimizer) -> str | None:
     return "+".join(sorted(names)) or None
 
 
-def build_optimizer(model: torch.nn.Module, scenario):
-    """The scenario's optimizer over trainable parameters (the plan sets its lr)."""
+def build_optimizer(model: torch.nn.Module, scenario, fused: bool = False):
+    """The scenario's optimizer over trainable parameters (the plan sets its lr).
+    `fused`: AdamW's single-kernel implementation (CUDA), the same update in one launch
+    per step instead of one per tensor."""
     opt = scenario.train.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
     if opt.name == "adamw":
-        optimizer = torch.optim.AdamW(params, lr=opt.lr, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay)
+        optimizer = torch.optim.AdamW(
+            params,
+            lr=opt.lr,
+            betas=opt.betas,
+            eps=opt.eps,
+            weight_decay=opt.weight_decay,
+            **({"fused": True} if fused else {}),
+        )
     elif opt.name == "adafactor":
         from transformers.optimization import Adafactor
 
@@ -254,27 +263,38 @@ def token_loss_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     )
 
 
-def micro_batch_loss(backend, batch, place, forward=None, backward=None, after=None) -> torch.Tensor:
+def plain_loss_sum(model):
+    """The model's own forward, then cross-entropy on its full logits: (token loss sum,
+    the logits' dtype as an empty tensor). For backends that keep the model's forward."""
+
+    def loss_sum(i: int, ids, mask, labels):
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        return token_loss_sum(logits, labels), logits[:0]
+
+    return loss_sum
+
+
+def micro_batch_loss(backend, batch, place, loss_sum=None, backward=None, after=None) -> torch.Tensor:
     """One step's forward and backward passes over its micro-batches, gradients
     accumulated: each micro-batch's loss is its token loss sum over the step's loss
     tokens, so the step's loss is the token-weighted mean whatever the split (the same
     on every torch backend). Returns the step's loss, on the device (no host sync).
 
     The backend supplies what differs: `place(i, micro)` -> (the attention mask it
-    feeds, as a host array, and ids, mask, labels on its devices); `forward(i, ids,
-    mask)` -> logits; `backward(i, loss)`; `after(i)` once a micro-batch is done."""
+    feeds, as a host array, and ids, mask, labels on its devices); `loss_sum(i, ids,
+    mask, labels)` -> (the micro-batch's token loss sum, an empty tensor in the dtype the
+    head's matmul produced), by default the model's forward and plain cross-entropy;
+    `backward(i, loss)`; `after(i)` once a micro-batch is done."""
     backend.model.train()
+    loss_sum = loss_sum or plain_loss_sum(backend.model)
     normaliser = max(batch.num_loss_tokens, 1)
     total = torch.zeros((), device=backend.device)
     for i, micro in enumerate(batch.micro_batches):
         fed, ids, mask, labels = place(i, micro)
         backend.work.fed(fed)
-        if forward is None:
-            logits = backend.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        else:
-            logits = forward(i, ids, mask)
-        backend.compute_dtype = backend.compute_dtype or logits.dtype  # what the matmuls produced
-        loss = token_loss_sum(logits, labels) / normaliser
+        summed, made = loss_sum(i, ids, mask, labels)
+        backend.compute_dtype = backend.compute_dtype or made.dtype  # what the matmuls produced
+        loss = summed / normaliser
         backward(i, loss) if backward is not None else loss.backward()
         total += loss.detach()
         if after is not None:

@@ -45,7 +45,8 @@ def probe_devices() -> Probe:
     devices = jax.devices()
     kind = device_kind(devices)
     name = devices[0].device_kind if kind != "cpu" else cpu_name()
-    return Probe(True, "" if kind != "cpu" else "no accelerator: JAX on the CPU", kind, name, len(devices))
+    memory = (devices[0].memory_stats() or {}).get("bytes_limit") if kind != "cpu" else None
+    return Probe(True, "" if kind != "cpu" else "no accelerator: JAX on the CPU", kind, name, len(devices), memory)
 
 
 def accelerator(devices) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Backend `torch`: eager PyTorch + transformers + peft on the CPU or one CUDA GPU.
+"""Backend `torch`: PyTorch + transformers + peft on the CPU or one CUDA GPU, eager or
+under torch.compile (`backend_options.torch.compile`).
 
 The default anywhere: it needs nothing but PyTorch, and obeys the same timing contract
 as the accelerator backends (a CUDA synchronise before the clock stops).
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.backend import BackendInfo, BackendOptions, Capabilities
+from backends.torch_common.options import TorchExecutionOptions
+from harness.backend import BackendInfo, Capabilities
 
 
-class TorchOptions(BackendOptions):
+class TorchOptions(TorchExecutionOptions):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # Threads for CPU math; None keeps PyTorch's default (one per core).
     cpu_threads: int | None = None
@@ -33,5 +35,5 @@ BACKEND_INFO = BackendInfo(
     priority=0,
     env={"USE_TORCH_XLA": "0"},
     capabilities=Capabilities(axes=(), max_devices=1),  # one device, no parallelism
-    eager=lambda options: True,
+    eager=lambda options: not options.get("compile", TorchOptions.model_fields["compile"].default),
 )

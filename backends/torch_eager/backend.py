@@ -23,7 +23,8 @@ from backends.hf_common.model import (
     optimizer_state_dtype,
     parameter_dtypes,
 )
-from harness.backend import MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
+from backends.torch_common import execution
+from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name
 
 
@@ -31,7 +32,8 @@ class TorchBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
         if torch.cuda.is_available():
-            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count())
+            memory = torch.cuda.get_device_properties(0).total_memory
+            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), memory)
         return Probe(True, "", "cpu", cpu_name(), 1)
 
     def setup(self) -> ModelFacts:
@@ -46,7 +48,11 @@ class TorchBackend(StepBackend):
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = cast_to_plan(model, precision).to(self.device)
         # Created after the cast and the move: the optimizer holds the final tensors.
-        self.optimizer = build_optimizer(self.model, self.scenario)
+        self.fused_optimizer = execution.use_fused_optimizer(self.device, self.scenario)
+        self.optimizer = build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
+        self.loss = execution.loss_module(self.model, self.options, self.device, "torch")
+        self.loss_of = execution.compile_loss(self.loss, self.options) if self.options.compile else self.loss
+        self.compile_events = 0  # micro-batches during which dynamo compiled a new graph
         self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
         # Autocast runs the matmuls in the compute dtype (the trained fp32 master
         # weights included), the way AMP training does.
@@ -69,17 +75,21 @@ class TorchBackend(StepBackend):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def train_step(self, batch) -> torch.Tensor:
-        total = micro_batch_loss(self, batch, self._place, self._forward, self._backward)
+        total = micro_batch_loss(self, batch, self._place, self._loss_sum, self._backward)
         self._optimizer_step()
         return total
 
     def _place(self, i: int, micro):
         arrays = (micro.input_ids, micro.attention_mask, micro.labels)
-        return micro.attention_mask, *(torch.from_numpy(a).to(self.device, non_blocking=True) for a in arrays)
+        return micro.attention_mask, *(execution.to_device(a, self.device) for a in arrays)
 
-    def _forward(self, i: int, ids, mask):
+    def _loss_sum(self, i: int, ids, mask, labels):
+        graphs = execution.unique_graphs() if self.options.compile else 0
         with self._autocast():
-            return self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+            summed = self.loss_of(ids, mask, labels)
+        if self.options.compile:
+            self.compile_events += execution.unique_graphs() > graphs
+        return summed
 
     def _backward(self, i: int, loss) -> None:
         (self.scaler.scale(loss) if self.scaler else loss).backward()
@@ -103,6 +113,26 @@ class TorchBackend(StepBackend):
         from backends.torch_common.trace import TorchCapture
 
         return TorchCapture(directory)
+
+    def compile_stats(self) -> CompileStats:
+        """A micro-batch that compiled anything counts one compilation (as XLA counts a
+        new program); seconds from dynamo's own timers."""
+        if not self.options.compile:
+            return CompileStats()
+        return CompileStats(self.compile_events, execution.compile_seconds())
+
+    def compile_cache(self) -> dict[str, Any] | None:
+        return execution.compile_cache(self.options)
+
+    def host_sync_counter(self):
+        from backends.torch_common.syncs import HostSyncCounter
+
+        return HostSyncCounter(self.device)
+
+    def execution(self) -> dict[str, Any]:
+        return execution.execution_facts(
+            self.loss, self.options, self.device, self.fused_optimizer, self.scenario.model.attention
+        )
 
     def sync(self) -> None:
         if self.device.type == "cuda":

@@ -67,8 +67,14 @@ class XlaBackend(StepBackend):
 
         kind = "tpu" if os.environ["PJRT_DEVICE"] == "TPU" else "cpu"
         name = os.environ.get("TPU_ACCELERATOR_TYPE", "TPU") if kind == "tpu" else cpu_name()
+        memory = _tpu_memory() if kind == "tpu" else None
         return Probe(
-            True, "" if kind == "tpu" else "no TPU: the CPU PJRT device", kind, name, xr.global_runtime_device_count()
+            True,
+            "" if kind == "tpu" else "no TPU: the CPU PJRT device",
+            kind,
+            name,
+            xr.global_runtime_device_count(),
+            memory,
         )
 
     # ------------------------------------------------------------------ setup
@@ -235,3 +241,12 @@ class XlaBackend(StepBackend):
 
     def notes(self) -> list[str]:
         return [f"SPMD FSDPv2 over a {self.fsdp_size}-device fsdp axis ({os.environ.get('PJRT_DEVICE')} PJRT)"]
+
+
+def _tpu_memory() -> int | None:
+    """One TPU's memory limit, from the runtime (bytes_limit, or kb_total on older ones)."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    info = xm.get_memory_info(torch_xla.device())
+    return info.get("bytes_limit") or (info["kb_total"] * 1024 if "kb_total" in info else None)

@@ -181,6 +181,12 @@ class TrainTask(Task):
             "versions": backend.versions(),
             "notes": backend.notes(),
             "extra": backend.extra_facts(),
+            "execution": {
+                "micro_batch": plan.micro_batch,
+                "accumulation": plan.accumulation,
+                "micro_batch_how": plan.micro_batch_how,
+                **backend.execution(),
+            },
             "done": {**backend.done(), "trainable_params": model.num_trainable_params},
             "compile_cache": backend.compile_cache(),
         }

@@ -1,0 +1,118 @@
+"""The training loss of the PyTorch-family backends, with the LM head inside it.
+
+The LM head is most of a small model's compute and, at Gemma 3's 262,144-entry
+vocabulary, its logits are the largest tensor of the step: [4, 512, 262144] in fp32 is
+2 GiB, and plain cross-entropy keeps that, its log-softmax and their gradients alive at
+once. So the loss owns the head and picks a kernel (`backend_options.<b>.loss_kernel`):
+
+- `plain`: the whole logits tensor, upcast to fp32, then cross-entropy (the reference).
+- `chunked`: the head and the cross-entropy over chunks of tokens, each chunk
+  recomputed in the backward (activation checkpointing), so at most one chunk's fp32
+  logits exist at a time. Same sum, in any order of chunks, to float rounding.
+- `liger`: Liger Kernel's fused linear cross-entropy (Triton, CUDA only), the field's
+  standard on GPUs.
+- `auto`: liger on CUDA where it is installed, chunked elsewhere; the record says which.
+
+The value is the SUM of next-token cross-entropy over trained positions (labels shifted
+by one, never the logits); the caller divides by the step's loss tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from harness.data.batches import IGNORE_INDEX
+
+# Tokens per chunk: 2^28 bytes of fp32 logits (256 MiB) whatever the vocabulary, at
+# least one token. At 262,144 entries that is 256 tokens a chunk.
+CHUNK_LOGIT_BYTES = 1 << 28
+
+
+def chunk_tokens_for(vocab_size: int) -> int:
+    return max(1, CHUNK_LOGIT_BYTES // (4 * vocab_size))
+
+
+def shifted_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Position t is trained on token t+1: the labels move left by one, the last
+    position of each row gets the ignored index."""
+    return F.pad(labels, (0, 1), value=IGNORE_INDEX)[:, 1:]
+
+
+def resolve_kernel(wanted: str, device: torch.device, field: str) -> str:
+    """The loss kernel a run uses; `auto` picks, a named one is executed or refused."""
+    liger = _liger_available()
+    if wanted == "auto":
+        return "liger" if device.type == "cuda" and liger else "chunked"
+    if wanted == "liger" and (device.type != "cuda" or not liger):
+        why = (
+            "needs a CUDA device"
+            if device.type != "cuda"
+            else "liger-kernel is not installed (pip install liger-kernel)"
+        )
+        raise ValueError(f"{field}: liger {why}; use chunked or plain")
+    return wanted
+
+
+def _liger_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("liger_kernel") is not None
+
+
+def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers *ForCausalLM inside a peft wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+class TokenLoss(torch.nn.Module):
+    """forward(ids, mask, labels) -> (sum of token losses, an empty tensor in the dtype
+    the head's matmul produced: the measured compute dtype, at no copy)."""
+
+    def __init__(self, model: torch.nn.Module, kernel: str) -> None:
+        super().__init__()
+        self.model = model  # a submodule: its parameters are this module's (FSDP's root)
+        lm = causal_lm(model)
+        self.kernel = kernel
+        self.softcap = getattr(lm.config, "final_logit_softcapping", None)
+        self.chunk = chunk_tokens_for(lm.config.vocab_size)
+        if kernel == "liger":
+            from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+            self.liger = LigerFusedLinearCrossEntropyLoss(
+                ignore_index=IGNORE_INDEX, reduction="sum", softcap=self.softcap
+            )
+
+    def forward(self, input_ids, attention_mask, labels, position_ids=None):
+        lm = causal_lm(self.model)
+        hidden = lm.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
+        targets = shifted_labels(labels).reshape(-1)
+        flat = hidden.reshape(-1, hidden.size(-1))
+        if self.kernel == "plain":
+            logits = self._logits(flat)
+            return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="sum"), logits[:0]
+        if self.kernel == "liger":
+            weight = lm.lm_head.weight
+            return self.liger(weight, flat.to(weight.dtype), targets), flat.new_empty(0, dtype=weight.dtype)
+        return self._chunked(flat, targets)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = causal_lm(self.model).lm_head(hidden)
+        if self.softcap:  # Gemma 2's final soft cap, as the model's own forward applies it
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    def _chunk_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = self._logits(hidden).float()
+        return F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX, reduction="sum")
+
+    def _chunked(self, flat: torch.Tensor, targets: torch.Tensor):
+        total = flat.new_zeros((), dtype=torch.float32)
+        for start in range(0, flat.size(0), self.chunk):
+            stop = start + self.chunk
+            total = total + checkpoint(self._chunk_loss, flat[start:stop], targets[start:stop], use_reentrant=False)
+        # The head's output dtype without keeping any logits: one row through the head.
+        return total, self._logits(flat[:1].detach())[:0]

@@ -1,0 +1,88 @@
+"""Counting the host's waits for the device inside a training step.
+
+A step that makes the host wait (a loss read, a data-dependent branch, a mask inspected
+on the host) stalls the launch queue: the GPU idles while Python catches up. The loop
+counts these inside every issued step (`harness.loop`), so a record shows how many a
+backend pays beyond the one sync that timing needs.
+
+- On CUDA: PyTorch's own sync debug mode flags every synchronising CUDA call (C++
+  level, e.g. `nonzero`, `.item()`, a blocking copy); each flag is counted.
+- Elsewhere (CPU, where nothing is asynchronous): the Python-level calls that would
+  make the host wait on an accelerator are counted: `.item()`, `.tolist()`, `.cpu()`,
+  `.numpy()`, and a tensor used as a Python bool, float, int or index; not torch.optim's
+  reads of its step counters, which live on the host on every device. Ops that sync
+  inside C++ (e.g. `nonzero`) are seen on CUDA only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+
+import torch
+
+_PATCHED = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
+
+
+class HostSyncCounter:
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.count = 0
+        self.active = False
+        if not self.cuda:
+            _install(self)
+
+    @contextlib.contextmanager
+    def counting(self):
+        """Count inside the block; `take()` then returns the count and resets it."""
+        if self.cuda:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.cuda.set_sync_debug_mode("warn")
+                try:
+                    yield self
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+            self.count += sum("synchronizing" in str(w.message) for w in caught)
+            return
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+
+    def take(self) -> int:
+        found, self.count = self.count, 0
+        return found
+
+
+_COUNTERS: list[HostSyncCounter] = []
+# Callers whose tensors live on the host on every device: torch.optim keeps each
+# parameter's step count as a CPU tensor (unless fused or capturable) and reads it
+# with .item(): no device sync on a GPU either.
+_HOST_STATE_MODULES = ("torch.optim.",)
+
+
+def _from_host_state(frame) -> bool:
+    return frame.f_globals.get("__name__", "").startswith(_HOST_STATE_MODULES)
+
+
+def _install(counter: HostSyncCounter) -> None:
+    """Wrap the Tensor methods once per process; each wrapper adds a count to the
+    counters that are counting, then does what the method did."""
+    if not _COUNTERS:
+        for name in _PATCHED:
+            setattr(torch.Tensor, name, _counted(getattr(torch.Tensor, name)))
+    _COUNTERS.append(counter)
+
+
+def _counted(method):
+    def wrapper(self, *args, **kwargs):
+        if any(c.active for c in _COUNTERS) and not _from_host_state(sys._getframe(1)):
+            for counter in _COUNTERS:
+                counter.count += counter.active
+        return method(self, *args, **kwargs)
+
+    wrapper.__name__ = getattr(method, "__name__", "counted")
+    return wrapper
