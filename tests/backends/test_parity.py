@@ -40,7 +40,8 @@ SCHEDULES = (
 RUNS = [
     ("torch", "torch", ["train.micro_batch=1"], None, None),
     ("gpu-fsdp micro 1", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=1"], None, None),
-    ("gpu-fsdp micro 2", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=2"], None, None),
+    # micro_batch auto: the memory model fits a shard's 4 rows in one pass (no accumulation)
+    ("gpu-fsdp auto", "gpu-fsdp", ["parallel.devices=2", "train.micro_batch=auto"], None, None),
     (
         "xla-fsdpv2",
         "xla-fsdpv2",
@@ -128,7 +129,7 @@ def test_every_backend_applied_the_torch_backends_lr_at_every_step_of_every_sche
 
 
 def test_devices_did_distinct_work(records):
-    shards = {"torch": 1, "gpu-fsdp micro 1": 2, "gpu-fsdp micro 2": 2, "xla-fsdpv2": 4, "torchax": 4, "jax-tunix": 4}
+    shards = {"torch": 1, "gpu-fsdp micro 1": 2, "gpu-fsdp auto": 2, "xla-fsdpv2": 4, "torchax": 4, "jax-tunix": 4}
     for (label, _), record in records.items():
         assert record["raw"]["done"]["distinct_row_shards"] == shards[label], label
         assert record["plan"]["data_parallel"] == shards[label]
@@ -136,9 +137,25 @@ def test_devices_did_distinct_work(records):
 
 def test_pytorch_model_backends_match_the_torch_backends_losses(records):
     for (label, schedule), record in records.items():
-        if label in ("gpu-fsdp micro 1", "gpu-fsdp micro 2", "xla-fsdpv2", "torchax"):
+        if label in ("gpu-fsdp micro 1", "gpu-fsdp auto", "xla-fsdpv2", "torchax"):
             expected = steps(records[("torch", schedule)], "loss")
             assert steps(record, "loss") == pytest.approx(expected, rel=1e-3), (label, schedule)
+
+
+def test_micro_batch_auto_chose_one_pass_and_matches_micro_1(records):
+    """The work is fixed (rows per step); auto only changes its execution: here one
+    forward pass of 4 rows per rank instead of 4 passes of 1, with the same losses."""
+    for (label, _), record in records.items():
+        execution = record["raw"]["execution"]
+        if label == "gpu-fsdp auto":
+            assert (execution["micro_batch"], execution["accumulation"]) == (4, 1)
+            assert execution["micro_batch_how"].startswith("memory model")
+        elif label == "gpu-fsdp micro 1":
+            assert (execution["micro_batch"], execution["accumulation"], execution["micro_batch_how"]) == (
+                1,
+                4,
+                "pinned",
+            )
 
 
 BF16 = [("torch", []), ("gpu-fsdp", ["parallel.devices=2"]), ("xla-fsdpv2", ["parallel.devices=4"])]

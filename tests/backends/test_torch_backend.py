@@ -50,6 +50,10 @@ def test_record_statistics_recompute_exactly_from_raw_samples(tmp_path, results)
     assert recomputed == record["metrics"]
     steps = record["raw"]["loop"]["steps"]
     assert [s["phase"] for s in steps] == ["warmup"] * 2 + ["measure"] * 6
+    # No host sync inside any step (or the unsynced window): the timing sync is the one.
+    assert [s["host_syncs"] for s in steps] == [0] * 8 and record["raw"]["loop"]["window"]["host_syncs"] == 0
+    execution = record["raw"]["execution"]
+    assert (execution["loss_kernel"], execution["compile"], execution["micro_batch"]) == ("chunked", False, 2)
     assert record["metrics"]["step_time_s"]["n"] == 6
     assert record["metrics"]["mfu"] is None  # no meaningful CPU peak
     price = record["cost"]["price"]
@@ -158,3 +162,28 @@ def test_a_busy_machine_is_warned_about():
 
     state = machine_state([float(os.cpu_count() * 4)] * 3)
     assert "busy" in state["warning"] and "cores" in state["warning"]
+
+
+def test_the_compiled_step_has_no_graph_break_and_learns_like_eager(tmp_path, results):
+    """Model and loss under torch.compile (dynamo + AOT autograd; `aot_eager` keeps the
+    CPU test fast, the graph is the same one inductor would get): one graph, no break,
+    static shapes compile once, and the losses are eager's."""
+    sets = ["--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0"]
+    path = write_scenario(tmp_path, TINY)
+    compiled, eager = results / "compiled", results / "eager"
+    options = [
+        "--set",
+        "backend_options.torch.compile=true",
+        "--set",
+        "backend_options.torch.compile_backend=aot_eager",
+    ]
+    for out, extra in ((compiled, options), (eager, [])):
+        done = bench("run", str(path), "--results-dir", str(out), "--no-progress", *sets, *extra)
+        assert done.returncode == 0, done.stderr + done.stdout
+    (record,), (reference,) = records_in(compiled), records_in(eager)
+    execution = record["raw"]["execution"]
+    assert (execution["compile"], execution["graph_breaks"], execution["graph_break_reasons"]) == (True, 0, [])
+    assert execution["compiled_graphs"] == 1
+    assert [s["num_compiles"] for s in record["raw"]["loop"]["steps"]] == [1, 0, 0]
+    losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
+    assert losses == pytest.approx([s["loss"] for s in reference["raw"]["loop"]["steps"]], rel=1e-4)

@@ -138,6 +138,45 @@ def test_rows_accumulation_and_mesh_resolve_from_degrees():
     assert plans.build(every, "tpu", 4).devices == 4 and plans.build(every, "cpu", 4).devices == 1
 
 
+def w1(attention: str, micro="auto") -> Scenario:
+    return validate(
+        {
+            "name": "w1",
+            "model": {"preset": "gemma-3-270m", "attention": attention},
+            "sequence": {"max_length": 512},
+            "train": {"global_batch": 32, "micro_batch": micro, "precision": "bf16"},
+        },
+        "test",
+    )
+
+
+def test_micro_batch_auto_is_the_largest_divisor_that_fits_by_hand():
+    # Gemma 3 270M at 512 tokens, bf16 (2-byte activations), written out by hand: per
+    # token and layer 17h + 8i (+ 4 a s for eager attention's scores), 18 layers.
+    h, i, a, layers, seq = 640, 2048, 4, 18, 512
+    eager_row = seq * layers * (17 * h + 8 * i + 4 * a * seq)
+    sdpa_row = seq * layers * (17 * h + 8 * i)
+    assert (eager_row, sdpa_row) == (326_762_496, 251_265_024)
+    # bf16 frozen weights (268,042,240 of them) + LoRA r8's 1,898,496 at 16 bytes each
+    resident = 268_042_240 * 2 + 1_898_496 * 16
+    memory = 12 * 2**30
+    budget = 0.85 * memory - resident
+    assert budget // eager_row == 31 and budget // sdpa_row == 41  # the largest divisors of 32: 16 and 32
+    eager, sdpa = plans.build(w1("eager"), "cuda", 1, memory), plans.build(w1("sdpa"), "cuda", 1, memory)
+    assert (eager.micro_batch, eager.accumulation) == (16, 2)
+    assert (sdpa.micro_batch, sdpa.accumulation) == (32, 1)
+    assert eager.micro_batch_how.startswith("memory model") and eager.rows_per_step == sdpa.rows_per_step == 32
+    assert plans.build(w1("eager"), "cuda", 1, 2**20).micro_batch == 1  # nothing fits: one row, the run will say
+    pinned = plans.build(w1("eager", micro=4), "cuda", 1, memory)
+    assert (pinned.micro_batch, pinned.micro_batch_how) == (4, "pinned")
+
+
+def test_micro_batch_auto_without_the_devices_memory_is_refused_naming_the_field():
+    with pytest.raises(plans.PlanRefusal, match="device's memory") as refused:
+        plans.build(w1("eager"), "cuda", 1, None)
+    assert refused.value.field == "train.micro_batch"
+
+
 def test_precision_policy_is_the_same_everywhere():
     p = plans.build(scenario(precision="bf16"), "cpu", 1).precision
     assert (p.frozen_params, p.trainable_params, p.compute, p.grad_reduce, p.optimizer_state) == (
