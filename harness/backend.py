@@ -67,6 +67,9 @@ class Capabilities:
     shardings: tuple[str, ...] = ("full_shard",)  # parallel.sharding values, when fsdp > 1
     methods: tuple[str, ...] = ("lora", "full")
     optimizers: tuple[str, ...] = ("adamw", "adafactor", "sgd")
+    # sequence.padding: packed needs attention masked per example; where the backend has
+    # no such kernel, `packing_why` names what is missing (the refusal's one line).
+    packing_why: str | None = "this backend has no per-example (segment-masked) attention in this version"
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,14 @@ class CompileStats:
     seconds: float = 0.0
 
 
+def count_examples(attention_mask, position_ids=None) -> int:
+    """Examples in rows (host numpy arrays): each row one, or, packed, each position 0
+    that falls on a real token (a row's tail of padding restarts at 0 on pad tokens)."""
+    if position_ids is None:
+        return int(attention_mask.shape[0])
+    return int(((position_ids == 0) & (attention_mask == 1)).sum())
+
+
 class WorkLog:
     """What a backend really handed its devices in the current step, and the lr it
     applied: counted from the arrays it feeds (each row once, however many devices
@@ -148,10 +159,11 @@ class WorkLog:
     def _reset(self) -> None:
         self.rows = self.tokens_real = self.tokens_padded = 0
 
-    def fed(self, attention_mask) -> None:
+    def fed(self, attention_mask, position_ids=None) -> None:
         """One forward pass's rows, from the attention mask (a host numpy array, 1 =
-        real token) of exactly the rows handed to the device."""
-        self.rows += int(attention_mask.shape[0])
+        real token) of exactly the rows handed to the device; packed rows count each
+        example they hold (from their restarting positions)."""
+        self.rows += count_examples(attention_mask, position_ids)
         self.tokens_real += int(attention_mask.sum())
         self.tokens_padded += int(attention_mask.size)
 

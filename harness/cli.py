@@ -47,6 +47,8 @@ def cmd_run(args) -> int:
         dry_run=args.dry_run,
     )
     result = run_sweep(request, RunProgress(console, enabled=not args.no_progress))
+    for variant, why in result.refused:  # the other cells ran (or would run)
+        print(f"bench: refused [{variant}]: {why}", file=sys.stderr)
     if args.dry_run:
         return _print_plans(result.plans, args.json)
     if result.records:

@@ -110,6 +110,7 @@ class Plan(Frozen):
     # How micro_batch was chosen: "pinned" (the scenario's number) or the memory model's
     # account of `auto`. Execution, not work: the update does not depend on the split.
     micro_batch_how: str = "pinned"
+    padding: str = "static"  # sequence.padding: packed puts several examples in a row
 
     @property
     def total_steps(self) -> int:
@@ -367,6 +368,7 @@ def build(scenario, device_kind: str, device_count: int, device_memory_bytes: in
         else None,
         gradient_checkpointing=train.gradient_checkpointing,
         hosts=hosts,
+        padding=scenario.sequence.padding,
     )
 
 
@@ -393,6 +395,14 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
         return _refuse("parallel.sharding", f"{plan.sharding}: this backend implements {', '.join(caps.shardings)}")
     if plan.method not in caps.methods:
         return _refuse("train.method", f"{plan.method}: this backend trains {', '.join(caps.methods)}")
+    if plan.padding == "packed" and caps.packing_why:
+        return _refuse("sequence.padding", f"packed: {caps.packing_why}")
+    if plan.padding == "packed" and plan.data_parallel > 1:
+        return _refuse(
+            "sequence.padding",
+            f"packed: a forward pass's examples are packed on one data-parallel shard in this version "
+            f"({plan.data_parallel} shards planned)",
+        )
     if plan.optimizer not in caps.optimizers:
         return _refuse("train.optimizer.name", f"{plan.optimizer}: this backend has {', '.join(caps.optimizers)}")
     return None

@@ -63,6 +63,9 @@ class SweepResult:
     rescued: list[dict[str, str]] = field(default_factory=list)
     # This host's part in multi-host jobs whose record host 0 writes (hosts.secondary_part).
     secondary: list[dict[str, Any]] = field(default_factory=list)
+    # Matrix cells this backend cannot execute (variant, the refusal's one line); the
+    # other cells ran. A sweep whose every cell is refused is refused whole (exit 2).
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[RunRecord | dict[str, Any]]:
@@ -93,11 +96,11 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
         registry.validate_backend_options(run.scenario, request.scenario_path)
     # Every run's plan before any work: a scenario this backend cannot execute exactly
     # is refused now (exit 2, one line), not an hour into a sweep.
-    resolved = [(run, plan_of(run, chosen, request.scenario_path)) for run in runs]
+    resolved, refused = plan_cells(runs, chosen, request.scenario_path)
     for _, plan in resolved:  # a multi-host job's environment, checked before any work
         hosts.role(plan.hosts if plan is not None else 1)
     if request.dry_run:
-        return SweepResult([], [], resolved)
+        return SweepResult([], [], resolved, refused=refused)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
@@ -157,7 +160,9 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
                 rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
             progress.finish(record)
             records.append(record)
-    return SweepResult(records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary)
+    return SweepResult(
+        records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary, refused=refused
+    )
 
 
 def done_already(task: str, plan, keys: list[str], done: dict[str, Any]) -> bool:
@@ -272,6 +277,24 @@ def save_record(results_dir: Path, record: RunRecord) -> tuple[Path, str | None]
         except OSError as exc:
             tried.append(f"{place} ({exc.strerror or exc})")
     raise BenchError(f"could not write the record to {results_dir} ({problem}), nor to {', '.join(tried)}")
+
+
+def plan_cells(runs: list[ResolvedRun], chosen, source: str):
+    """Each run's plan, and the matrix cells this backend refuses (e.g. packed rows on a
+    backend without per-example attention): a refused cell is left out with its one
+    line, the others run; when no cell can run, the first refusal is the answer."""
+    resolved, refused, errors = [], [], []
+    for run in runs:
+        try:
+            resolved.append((run, plan_of(run, chosen, source)))
+        except SpecError as exc:
+            if not run.cell:
+                raise
+            errors.append(exc)
+            refused.append((run.variant, str(exc)))
+    if errors and not resolved:
+        raise errors[0]
+    return resolved, refused
 
 
 def plan_of(run: ResolvedRun, chosen, source: str) -> "plans.Plan | None":

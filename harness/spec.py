@@ -196,7 +196,10 @@ class SequenceSpec(Section):
     # static: every batch padded to max_length (one shape: what XLA wants).
     # dynamic: padded to the longest row of the micro-batch (a new shape per length).
     # bucketed: padded to the smallest bucket that fits (a few shapes).
-    padding: Literal["static", "dynamic", "bucketed"] = "static"
+    # packed: a forward pass's examples packed into as few max_length rows as hold them,
+    # positions restarting per example, attention masked per example (one row length;
+    # the row count follows the lengths). The same examples, tokens and loss.
+    padding: Literal["static", "dynamic", "bucketed", "packed"] = "static"
     buckets: tuple[PositiveInt, ...] | None = None
 
     @model_validator(mode="after")

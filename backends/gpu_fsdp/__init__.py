@@ -40,6 +40,7 @@ BACKEND_INFO = BackendInfo(
         cpu_devices=True,
         shardings=("full_shard", "shard_grad_op"),
         multi_host=True,
+        packing_why=None,
     ),
     eager=lambda options: not options.get("compile", FsdpOptions.model_fields["compile"].default),
 )

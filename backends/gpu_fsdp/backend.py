@@ -169,15 +169,14 @@ class FsdpBackend(StepBackend):
             mine = self._my_rows(micro)
             if not self.fingerprints:
                 self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
-            arrays = (mine.input_ids, mine.attention_mask, mine.labels)
-            return mine.attention_mask, *(execution.to_device(a, self.device) for a in arrays)
+            return mine.attention_mask, *execution.place(mine, self.device)
 
-        def loss_sum(i: int, ids, mask, labels):
+        def loss_sum(i: int, ids, mask, labels, positions):
             if self.sharded:
                 self.loss.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
             with self._autocast():
-                summed = self.loss(ids, mask, labels)
+                summed = self.loss(ids, mask, labels, positions)
             self.compile_events += self._compiled_graphs() > graphs_before
             return summed
 

@@ -86,6 +86,10 @@ class TokenLoss(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask, labels, position_ids=None):
         lm = causal_lm(self.model)
+        if position_ids is not None:
+            # Packed rows: no padding mask, so that transformers builds the per-example
+            # (block-diagonal, causal, windowed) mask from the restarting positions.
+            attention_mask = None
         hidden = lm.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
         ).last_hidden_state

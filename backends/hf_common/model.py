@@ -281,18 +281,19 @@ def micro_batch_loss(backend, batch, place, loss_sum=None, backward=None, after=
     on every torch backend). Returns the step's loss, on the device (no host sync).
 
     The backend supplies what differs: `place(i, micro)` -> (the attention mask it
-    feeds, as a host array, and ids, mask, labels on its devices); `loss_sum(i, ids,
-    mask, labels)` -> (the micro-batch's token loss sum, an empty tensor in the dtype the
-    head's matmul produced), by default the model's forward and plain cross-entropy;
+    feeds, as a host array, then the tensors on its devices: ids, mask, labels, and
+    position ids where it takes packed rows); `loss_sum(i, *those tensors)` -> (the
+    micro-batch's token loss sum, an empty tensor in the dtype the head's matmul
+    produced), by default the model's forward and plain cross-entropy;
     `backward(i, loss)`; `after(i)` once a micro-batch is done."""
     backend.model.train()
     loss_sum = loss_sum or plain_loss_sum(backend.model)
     normaliser = max(batch.num_loss_tokens, 1)
     total = torch.zeros((), device=backend.device)
     for i, micro in enumerate(batch.micro_batches):
-        fed, ids, mask, labels = place(i, micro)
-        backend.work.fed(fed)
-        summed, made = loss_sum(i, ids, mask, labels)
+        fed, *tensors = place(i, micro)
+        backend.work.fed(fed, micro.position_ids)
+        summed, made = loss_sum(i, *tensors)
         backend.compute_dtype = backend.compute_dtype or made.dtype  # what the matmuls produced
         loss = summed / normaliser
         backward(i, loss) if backward is not None else loss.backward()

@@ -42,6 +42,12 @@ BACKEND_INFO = BackendInfo(
     # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp. No fp16: Tunix's
     # trainer has no loss scaling, without which fp16 gradients underflow.
     capabilities=Capabilities(
-        axes=("fsdp", "tensor"), max_devices=None, cpu_devices=True, precisions=("fp32", "bf16"), multi_host=True
+        axes=("fsdp", "tensor"),
+        max_devices=None,
+        cpu_devices=True,
+        precisions=("fp32", "bf16"),
+        multi_host=True,
+        packing_why="jax-tunix has no per-example attention kernel: Tunix's Gemma 3 attention takes a padding mask, "
+        "not segment ids (splash attention's segment ids are not wired in)",
     ),
 )

@@ -52,6 +52,14 @@ def to_device(array, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
+def place(micro, device: torch.device) -> tuple:
+    """A micro-batch's ids, attention mask, labels and (packed rows) position ids on the
+    device."""
+    positions = None if micro.position_ids is None else to_device(micro.position_ids, device)
+    arrays = (micro.input_ids, micro.attention_mask, micro.labels)
+    return (*(to_device(a, device) for a in arrays), positions)
+
+
 def graph_breaks() -> int:
     """Graph breaks dynamo has taken so far (each splits the compiled step in two)."""
     from torch._dynamo.utils import counters

@@ -34,6 +34,7 @@ BACKEND_INFO = BackendInfo(
     load=_load,
     priority=0,
     env={"USE_TORCH_XLA": "0"},
-    capabilities=Capabilities(axes=(), max_devices=1),  # one device, no parallelism
+    # One device, no parallelism; packed rows through transformers' per-example masks.
+    capabilities=Capabilities(axes=(), max_devices=1, packing_why=None),
     eager=lambda options: not options.get("compile", TorchOptions.model_fields["compile"].default),
 )

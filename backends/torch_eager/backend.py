@@ -80,13 +80,12 @@ class TorchBackend(StepBackend):
         return total
 
     def _place(self, i: int, micro):
-        arrays = (micro.input_ids, micro.attention_mask, micro.labels)
-        return micro.attention_mask, *(execution.to_device(a, self.device) for a in arrays)
+        return micro.attention_mask, *execution.place(micro, self.device)
 
-    def _loss_sum(self, i: int, ids, mask, labels):
+    def _loss_sum(self, i: int, ids, mask, labels, positions):
         graphs = execution.unique_graphs() if self.options.compile else 0
         with self._autocast():
-            summed = self.loss_of(ids, mask, labels)
+            summed = self.loss_of(ids, mask, labels, positions)
         if self.options.compile:
             self.compile_events += execution.unique_graphs() > graphs
         return summed

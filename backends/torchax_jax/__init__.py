@@ -33,5 +33,12 @@ BACKEND_INFO = BackendInfo(
     # checkpointing (refused in setup, naming train.gradient_checkpointing).
     # Over several hosts (parallel.hosts) JAX's distributed runtime joins them, as for
     # jax-tunix: one mesh over every host's devices, each host placing its own blocks.
-    capabilities=Capabilities(axes=("data", "fsdp"), max_devices=None, cpu_devices=True, multi_host=True),
+    capabilities=Capabilities(
+        axes=("data", "fsdp"),
+        max_devices=None,
+        cpu_devices=True,
+        multi_host=True,
+        packing_why="torchax has no per-example attention kernel: transformers builds the packed mask from "
+        "data-dependent checks of the position ids, which jax.jit cannot trace, and no segment-id kernel is wired in",
+    ),
 )

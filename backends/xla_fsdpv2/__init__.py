@@ -43,5 +43,8 @@ BACKEND_INFO = BackendInfo(
         "TPU slice's runtime (a mesh over xr.global_runtime_device_count(), rows loaded per host "
         "through the input sharding, one record from process 0), not implemented or tested here "
         "(CPU PJRT has no multi-process SPMD); use jax-tunix or torchax across hosts",
+        packing_why="xla-fsdpv2 has no per-example attention kernel: HF eager attention runs under a padding mask, "
+        "and transformers finds packed examples by host-side checks of the position ids (a host transfer per step "
+        "on XLA); no segment-id (splash/flash varlen) kernel is wired in",
     ),
 )

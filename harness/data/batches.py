@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.backend import count_examples
 from harness.data.function_calling import generate
 from harness.data.tokenizer import TokenizerHandle, encode_chat, load_tokenizer
 from harness.spec import Scenario
@@ -26,6 +27,22 @@ class MicroBatch:
     input_ids: np.ndarray  # int64 [rows, length]
     attention_mask: np.ndarray  # int64 [rows, length], 1 on real tokens
     labels: np.ndarray  # int64 [rows, length], IGNORE_INDEX where untrained
+    # Packed rows only (sequence.padding: packed): each token's position in its own
+    # example, restarting at 0 where an example (or the row's tail of padding) begins;
+    # attention is per example. None: one example a row, positions 0.. as usual.
+    position_ids: np.ndarray | None = None
+
+    @property
+    def examples(self) -> int:
+        """Examples the rows hold: one a row, or every packed example."""
+        return count_examples(self.attention_mask, self.position_ids)
+
+    @property
+    def example_tokens(self) -> list[int]:
+        """Each example's real tokens, in order (its attention spans only itself)."""
+        if self.position_ids is None:
+            return [int(n) for n in self.attention_mask.sum(axis=1)]
+        return [len(s) for row, mask in zip(self.position_ids, self.attention_mask) for s in _segments(row, mask)]
 
     @property
     def tokens_real(self) -> int:
@@ -41,7 +58,17 @@ class MicroBatch:
 
     def rows(self, start: int, stop: int) -> "MicroBatch":
         """A slice of rows: a data-parallel rank's share."""
-        return MicroBatch(self.input_ids[start:stop], self.attention_mask[start:stop], self.labels[start:stop])
+        positions = None if self.position_ids is None else self.position_ids[start:stop]
+        return MicroBatch(
+            self.input_ids[start:stop], self.attention_mask[start:stop], self.labels[start:stop], positions
+        )
+
+
+def _segments(positions: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+    """A packed row's examples, as the indices of their real tokens."""
+    starts = np.flatnonzero((positions == 0) & (mask == 1))
+    ends = list(starts[1:]) + [len(positions)]
+    return [np.arange(a, b)[mask[a:b] == 1] for a, b in zip(starts, ends)]
 
 
 @dataclass(frozen=True)
@@ -64,12 +91,13 @@ class StepBatch:
 
     @property
     def rows(self) -> int:
-        return sum(int(m.input_ids.shape[0]) for m in self.micro_batches)
+        """The plan's rows: examples (several share a device row when packed)."""
+        return sum(m.examples for m in self.micro_batches)
 
     @property
     def row_tokens(self) -> list[int]:
-        """Each row's real tokens, in order."""
-        return [int(n) for m in self.micro_batches for n in m.attention_mask.sum(axis=1)]
+        """Each example's real tokens, in order: the lengths attention spans."""
+        return [n for m in self.micro_batches for n in m.example_tokens]
 
     @property
     def seq_lens(self) -> tuple[int, ...]:
@@ -137,7 +165,7 @@ def _truncate_prompt(ids: list[int], trained: list[bool], limit: int) -> tuple[l
 def padded_length(longest: int, scenario: Scenario) -> int:
     """The length a micro-batch is padded to under the scenario's padding policy."""
     seq = scenario.sequence
-    if seq.padding == "static":
+    if seq.padding in ("static", "packed"):
         return seq.max_length
     if seq.padding == "dynamic":
         return longest
@@ -154,6 +182,34 @@ def collate(rows: list[tuple[list[int], list[bool]]], length: int, pad_id: int) 
         mask[r, :n] = 1
         labels[r, :n] = np.where(np.asarray(trained, dtype=bool), tokens, IGNORE_INDEX)
     return MicroBatch(ids, mask, labels)
+
+
+def pack(rows: list[tuple[list[int], list[bool]]], length: int, pad_id: int) -> MicroBatch:
+    """Examples packed into as few rows of `length` as hold them (first fit, in order).
+    Positions restart at each example; the first token of an example is never a target
+    (after the one-position shift it would be the previous example's next token), as
+    it never is in an unpacked row; a row's tail of padding is a segment of its own."""
+    bins: list[list[tuple[list[int], list[bool]]]] = []
+    for example in rows:
+        room = next((b for b in bins if sum(len(t) for t, _ in b) + len(example[0]) <= length), None)
+        if room is None:
+            bins.append(room := [])
+        room.append(example)
+    ids = np.full((len(bins), length), pad_id, dtype=np.int64)
+    mask = np.zeros((len(bins), length), dtype=np.int64)
+    labels = np.full((len(bins), length), IGNORE_INDEX, dtype=np.int64)
+    positions = np.zeros((len(bins), length), dtype=np.int64)
+    for r, examples in enumerate(bins):
+        at = 0
+        for tokens, trained in examples:
+            n = len(tokens)
+            ids[r, at : at + n], mask[r, at : at + n] = tokens, 1
+            labels[r, at : at + n] = np.where(np.asarray(trained, dtype=bool), tokens, IGNORE_INDEX)
+            labels[r, at] = IGNORE_INDEX
+            positions[r, at : at + n] = np.arange(n)
+            at += n
+        positions[r, at:] = np.arange(length - at)
+    return MicroBatch(ids, mask, labels, positions)
 
 
 def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Batches:
@@ -173,8 +229,9 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
     steps = []
     for index in range(train.steps + train.window_steps):
         picked = [encoded[i] for i in order[index * train.global_batch : (index + 1) * train.global_batch]]
+        assemble = pack if scenario.sequence.padding == "packed" else collate
         chunks = tuple(
-            collate(chunk, padded_length(max(len(t) for t, _ in chunk), scenario), handle.pad_id)
+            assemble(chunk, padded_length(max(len(t) for t, _ in chunk), scenario), handle.pad_id)
             for chunk in (picked[c : c + rows_per_chunk] for c in range(0, len(picked), rows_per_chunk))
         )
         steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))

@@ -68,20 +68,32 @@ def test_record_statistics_recompute_exactly_from_raw_samples(tmp_path, results)
     assert shown.returncode == 0 and "step time median" in shown.stdout, record_path
 
 
-def test_static_vs_dynamic_padding_same_real_tokens(tmp_path, results):
-    path = write_scenario(tmp_path, TINY + "matrix:\n  sequence.padding: [static, dynamic]\n")
-    done = bench("run", str(path), "--results-dir", str(results), "--no-progress", "--set", "train.window_steps=0")
+def test_padding_levels_same_real_tokens_and_packed_rows_same_loss(tmp_path, results):
+    """static, dynamic and packed on the same examples (one forward pass of 4): the same
+    real tokens; packed rows (attention per example, positions restarting) give the
+    unpacked run's loss, in fewer padded tokens."""
+    path = write_scenario(tmp_path, TINY + "matrix:\n  sequence.padding: [static, dynamic, packed]\n")
+    sets = ["--set", "train.window_steps=0", "--set", "train.micro_batch=4", "--set", "train.steps=4"]
+    done = bench("run", str(path), "--results-dir", str(results), "--no-progress", *sets)
     assert done.returncode == 0, done.stderr
     by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(results)}
-    static, dynamic = (by_padding[k]["raw"]["loop"]["steps"] for k in ("static", "dynamic"))
-    assert [s["tokens_real"] for s in static] == [s["tokens_real"] for s in dynamic]
+    static, dynamic, packed = (by_padding[k]["raw"]["loop"]["steps"] for k in ("static", "dynamic", "packed"))
+    assert (
+        [s["tokens_real"] for s in static] == [s["tokens_real"] for s in dynamic] == [s["tokens_real"] for s in packed]
+    )
+    assert [s["done"]["rows"] for s in packed] == [4] * 4  # examples, as planned
+    assert [s["loss"] for s in packed] == pytest.approx([s["loss"] for s in static], abs=1e-4)
     # Padded tokens are exactly what the shared pipeline built for each policy.
-    for policy, steps in (("static", static), ("dynamic", dynamic)):
-        (run,) = resolve_runs(path, {"sequence.padding": policy, "train.window_steps": 0})
+    for policy, steps in (("static", static), ("dynamic", dynamic), ("packed", packed)):
+        (run,) = resolve_runs(path, {"sequence.padding": policy, "train.window_steps": 0, "train.micro_batch": 4})
         plan = build_batches(run.scenario)
-        assert [s["tokens_padded"] for s in steps] == [b.tokens_padded for b in plan.steps]
+        assert [s["tokens_padded"] for s in steps] == [b.tokens_padded for b in plan.steps[:4]]
     assert all(s["tokens_padded"] == 4 * 512 for s in static)
     assert sum(s["tokens_padded"] for s in dynamic) < sum(s["tokens_padded"] for s in static)
+    assert sum(s["tokens_padded"] for s in packed) < sum(s["tokens_padded"] for s in static)
+    efficiency = {k: by_padding[k]["metrics"]["padding_efficiency"] for k in by_padding}
+    real, padded = sum(s["tokens_real"] for s in packed[2:]), sum(s["tokens_padded"] for s in packed[2:])
+    assert efficiency["packed"] == pytest.approx(real / padded) and efficiency["packed"] > efficiency["static"]
 
 
 def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, results):

@@ -53,6 +53,38 @@ def test_static_and_dynamic_padding_see_the_same_real_tokens(tmp_path):
     assert sum(s.tokens_padded for s in static.steps) > sum(d.tokens_padded for d in dynamic.steps)
 
 
+def test_packing_holds_the_same_examples_in_fewer_rows_with_restarting_positions(tmp_path):
+    unpacked = build_batches(scenario(tmp_path, **{"sequence.padding": "static", "train.micro_batch": 4}))
+    packed = build_batches(scenario(tmp_path, **{"sequence.padding": "packed", "train.micro_batch": 4}))
+    fewer = 0
+    for u, p in zip(unpacked.steps, packed.steps):
+        (um,), (pm,) = u.micro_batches, p.micro_batches
+        assert (p.tokens_real, p.rows, p.num_loss_tokens) == (u.tokens_real, u.rows, u.num_loss_tokens)
+        assert pm.input_ids.shape[1] == 512 and pm.input_ids.shape[0] <= um.input_ids.shape[0]
+        fewer += pm.input_ids.shape[0] < um.input_ids.shape[0]
+        # Each unpacked row appears whole in a packed row, its positions 0.., its first
+        # token no target; its trained tokens are the unpacked row's.
+        lengths = [int(n) for n in um.attention_mask.sum(axis=1)]
+        assert sorted(p.row_tokens) == sorted(lengths) and p.row_tokens != [512] * len(p.row_tokens)
+        found = 0
+        for row in range(pm.input_ids.shape[0]):
+            starts = [i for i in range(512) if pm.position_ids[row, i] == 0 and pm.attention_mask[row, i]]
+            for a in starts:
+                n = next(k for k in range(a + 1, 513) if k == 512 or pm.position_ids[row, k] == 0) - a
+                match = [
+                    r
+                    for r in range(um.input_ids.shape[0])
+                    if lengths[r] == n and (um.input_ids[r, :n] == pm.input_ids[row, a : a + n]).all()
+                ]
+                assert match, (row, a)
+                assert list(pm.position_ids[row, a : a + n]) == list(range(n))
+                assert pm.labels[row, a] == IGNORE_INDEX
+                assert (pm.labels[row, a + 1 : a + n] == um.labels[match[0], 1:n]).all()
+                found += 1
+        assert found == um.input_ids.shape[0] == pm.examples
+    assert fewer > 0  # packing saved rows somewhere
+
+
 def test_bucketed_padding_uses_only_the_buckets(tmp_path):
     plan = build_batches(scenario(tmp_path, **{"sequence.padding": "bucketed", "sequence.buckets": [128, 256, 512]}))
     lengths = {n for step in plan.steps for n in step.seq_lens}
