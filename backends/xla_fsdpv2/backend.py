@@ -200,6 +200,11 @@ class XlaBackend(StepBackend):
             return {"kind": "tpu", "name": os.environ.get("TPU_ACCELERATOR_TYPE", "TPU"), "count": devices}
         return {"kind": "cpu", "name": cpu_name(), "count": 1, "virtual_devices": devices}
 
+    def host_sync_counter(self):
+        from backends.torch_common.syncs import HostSyncCounter
+
+        return HostSyncCounter(self.device)
+
     def compile_cache(self) -> dict[str, Any]:
         """torch_xla caches compiled graphs on disk only after
         `torch_xla.runtime.initialize_cache`, which bench never calls: every graph of a

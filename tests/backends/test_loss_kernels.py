@@ -4,11 +4,6 @@ gradients, and never holds the full fp32 logits."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -102,48 +97,12 @@ def test_liger_refused_off_cuda_naming_the_field():
     assert losses.resolve_kernel("auto", torch.device("cpu"), "f") == "chunked"
 
 
-PEAK = textwrap.dedent(
-    """
-    import json, resource, time, torch
-    from backends.hf_common.loss import TokenLoss
-    from backends.hf_common.model import hf_config
-    from transformers import AutoModelForCausalLM
-    torch.manual_seed(0)
-    arch = dict(vocab_size=262144, hidden_size=16, intermediate_size=32, num_layers=1, num_heads=2,
-                num_kv_heads=1, head_dim=8, max_position_embeddings=1024, sliding_window=512)
-    model = AutoModelForCausalLM.from_config(hf_config(arch, "sdpa"), dtype=torch.float32)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    model.model.layers[0].mlp.down_proj.weight.requires_grad_(True)
-    ids = torch.randint(3, 262144, (4, 512))
-    mask = torch.ones_like(ids)
-    found = {}
-    # Chunked first: peak RSS only grows, so each kernel's peak is measured from the
-    # high-water mark the one before it left.
-    for kernel in ("chunked", "plain"):
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        start = time.perf_counter()
-        summed, _ = TokenLoss(model, kernel)(ids, mask, ids.clone())
-        summed.backward()
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        found[kernel] = {"peak_bytes": after - before, "loss": summed.item(), "seconds": time.perf_counter() - start}
-        del summed
-    print(json.dumps(found))
-    """
-)
-
-
-def loss_peaks() -> dict:
-    """Peak resident memory each loss kernel adds, in a fresh process (ru_maxrss)."""
-    done = subprocess.run([sys.executable, "-c", PEAK], capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.mark.slow
 def test_chunked_peak_memory_is_at_most_a_quarter_of_plain_at_gemma3_vocabulary():
     # Vocabulary 262,144 x sequence 512 x 4 rows: plain holds [4, 512, 262144] fp32 logits
     # (2 GiB), their log-softmax and gradients; chunked one 256-token chunk at a time.
+    from benchmarks.bench_train_execution import loss_peaks  # the benchmark's probe, one process
+
     found = loss_peaks()
     plain, chunked = found["plain"], found["chunked"]
     assert chunked["loss"] == pytest.approx(plain["loss"], rel=1e-5)
