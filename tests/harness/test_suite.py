@@ -22,6 +22,7 @@ def test_the_accelerator_suite_resolves_every_entry_here():
     entries = json.loads(done.stdout)
     assert [e["backend"] for e in entries] == [
         "torch",
+        "torch",
         "gpu-fsdp",
         "torchax",
         "jax-tunix",
@@ -39,15 +40,17 @@ def test_the_accelerator_suite_resolves_every_entry_here():
         if entry["label"].startswith("W1 serve"):
             assert plans == [None]  # serving alone: nothing to plan
             continue
-        expected = (
-            ["padding=static", "padding=dynamic", "padding=bucketed"] if "padding" in entry["label"] else ["default"]
-        )
+        levels = ["padding=static", "padding=dynamic", "padding=bucketed"]
+        # packed rows where the backend has per-example attention; jax-tunix refuses that cell
+        packed = ["padding=packed"] if entry["backend"] in ("torch", "gpu-fsdp") else []
+        expected = levels + packed if "padding" in entry["label"] else ["default"]
         assert [run["variant"] for run in entry["runs"]] == expected
         for plan in plans:
             # W1 at full shape: no CPU profile, bf16 compute, one device, every step of the file
             assert plan["precision"]["compute"] == "bf16" and plan["devices"] == 1, plan
         if entry["label"].startswith("W1 "):  # the file's shape, not the cpu profile's (10 steps, batch 2)
             assert (plans[0]["steps"], plans[0]["window_steps"], plans[0]["rows_per_step"]) == (30, 10, 32)
+            assert plans[0]["micro_batch_how"].startswith("memory model")  # auto, the new default
 
 
 def test_the_tpu_suite_resolves_every_entry_here():
