@@ -39,7 +39,7 @@ RUNS = {
         "backend_options.torch.compile_backend=aot_eager",
     ],
     "gpu-fsdp 2 ranks (gloo)": ["--backend", "gpu-fsdp", "--set", "parallel.devices=2"],
-    "xla-fsdpv2 4 devices": ["--backend", "xla-fsdpv2", "--set", "parallel.devices=4"],
+    "xla-fsdpv2 4 devices": ["--backend", "xla-fsdpv2", "--set", "parallel.devices=4", "--set", "train.micro_batch=1"],
 }
 SHORT = ["--set", "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.window_steps=2"]
 

@@ -201,7 +201,8 @@ def test_lora_trainable_count_matches_peft():
             doc["train"] = {"lora": {"target_modules": targets}}
         s = validate(doc, "t")
         assert (
-            plans.build(s, "cpu", 1, device_memory_bytes=2**34).trainable_params == model_facts(apply_lora(build_model(s), s)).num_trainable_params
+            plans.build(s, "cpu", 1, device_memory_bytes=2**34).trainable_params
+            == model_facts(apply_lora(build_model(s), s)).num_trainable_params
         )
 
 
@@ -290,9 +291,16 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     resolved = json.loads(done.stdout)
-    assert [r["variant"] for r in resolved] == ["padding=static", "padding=dynamic", "padding=bucketed"]
+    assert [r["variant"] for r in resolved] == [
+        "padding=static",
+        "padding=dynamic",
+        "padding=bucketed",
+        "padding=packed",
+    ]
     first = resolved[0]["plan"]
-    assert (first["rows_per_forward"], first["accumulation"], first["precision"]["compute"]) == (1, 8, "bf16")
+    # micro_batch auto: this host's memory holds a step's 8 rows of the tiny model in one pass
+    assert (first["rows_per_forward"], first["accumulation"], first["precision"]["compute"]) == (8, 1, "bf16")
+    assert first["micro_batch_how"].startswith("memory model")
     assert not (tmp_path / "r").exists()
     text = bench("run", "scenarios/tiny.yaml", "--backend", "torch", "--dry-run", timeout=120)
     assert text.returncode == 0 and "per optimizer step" in text.stdout and "learning rate" in text.stdout
