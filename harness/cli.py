@@ -285,6 +285,27 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_migrate(args) -> int:
+    """`bench migrate DIR...`: older records rewritten to the current schema, originals
+    kept under DIR/.orig/; exit 2 if any record could not be migrated (it is left as it was)."""
+    from harness.store import SCHEMA_VERSION, migrate_directory
+
+    refused = 0
+    for target in args.directories:
+        if not Path(target).is_dir():
+            raise SpecError(target, "", "no such results directory")
+        done = migrate_directory(Path(target))
+        for path, why in done.refused:
+            print(f"bench: {path}: not migrated: {why}", file=sys.stderr)
+        refused += len(done.refused)
+        kept = f" (originals kept under {done.originals})" if done.rewritten else ""
+        print(
+            f"{target}: {_plural(len(done.rewritten), 'record')} migrated to schema {SCHEMA_VERSION}{kept}, "
+            f"{len(done.current)} already schema {SCHEMA_VERSION}, {len(done.refused)} refused"
+        )
+    return 2 if refused else 0
+
+
 def cmd_gate(args) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -511,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print result records (files or directories)")
     show.add_argument("records", nargs="+")
     show.set_defaults(func=cmd_show)
+    migrate = sub.add_parser("migrate", help="rewrite older result records to the current schema (originals kept)")
+    migrate.add_argument("directories", nargs="+", metavar="DIR")
+    migrate.set_defaults(func=cmd_migrate)
     gate = sub.add_parser("gate", help="check results against budgets; exit 1 on a regression beyond noise")
     gate.add_argument("results", nargs="+")
     gate.add_argument("--budgets", help="YAML: budgets (absolute limits), relative (e.g. step_time_s: +5%%), alpha")

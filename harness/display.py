@@ -170,3 +170,14 @@ def show_record(record, console: Console) -> None:
             console.print(Text(f.log_tail))
         return
     console.print(tasks.of(record).show(record))
+    for why, ids in _absent_by_reason(record).items():
+        console.print(f"[yellow]absent ({why}): {', '.join(ids)}[/yellow]")
+
+
+def _absent_by_reason(record: RunRecord) -> dict[str, list[str]]:
+    """A migrated record's figures its bench did not measure, grouped by why (one line
+    each in `bench show`): they read "-" or "n/a" in the table above."""
+    grouped: dict[str, list[str]] = {}
+    for figure_id, why in record.absent.items():
+        grouped.setdefault(why, []).append(figure_id)
+    return grouped

@@ -75,12 +75,17 @@ class LoadResult:
 
 
 def record_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Record files under directories (recursively) and given files; temp files skipped."""
+    """Record files under directories (recursively) and given files; temp files and
+    hidden folders (`bench migrate`'s `.orig/`, caches) skipped under a directory."""
     found: list[Path] = []
     for p in map(Path, paths):
-        candidates = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        candidates = sorted(c for c in p.rglob("*.json") if not _hidden(c.relative_to(p))) if p.is_dir() else [p]
         found.extend(c for c in candidates if not c.name.startswith(".tmp-"))
     return found
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts[:-1])
 
 
 def load_record(path: Path) -> RunRecord:
@@ -108,3 +113,50 @@ def successful_run_keys(results_dir: Path) -> set[str]:
     if not Path(results_dir).is_dir():
         return set()
     return {r.run_key for r in load_records([results_dir]).records if r.ok}
+
+
+@dataclass
+class Migrated:
+    """What `bench migrate` did under one directory: paths rewritten, already current,
+    refused (path, why)."""
+
+    originals: Path
+    rewritten: list[Path] = field(default_factory=list)
+    current: list[Path] = field(default_factory=list)
+    refused: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def migrate_directory(root: Path) -> Migrated:
+    """Rewrite every older record under `root` to the current schema, in place, after
+    keeping its original bytes under `root/.orig/` (same relative path; readers skip
+    hidden folders). Each write is atomic: a record is its old form or its new, never half."""
+    root = Path(root)
+    done = Migrated(root / ".orig")
+    for path in record_files([root]):
+        try:
+            text = path.read_text()
+            doc = json.loads(text)
+            if isinstance(doc, dict) and doc.get("schema_version") == SCHEMA_VERSION:
+                done.current.append(path)
+                continue
+            record = as_record(doc, str(path))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            done.refused.append((path, str(exc).removeprefix(f"{path}: ")))
+            continue
+        _write_text_atomic(done.originals / path.relative_to(root), text)
+        write_json_atomic(path, record.to_json())
+        done.rewritten.append(path)
+    return done
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """An original kept once: a later migration never overwrites the first original."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
