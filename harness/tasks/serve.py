@@ -142,14 +142,22 @@ class ServeTask(Task):
         return run.scenario.serve.num_requests
 
     def summary_label(self) -> str:
-        return " serve (TTFT)"
+        return " serve"
+
+    def summary_columns(self) -> tuple[str, ...]:
+        return ("TTFT med (s)", "TTFT p90 (s)", "TPOT med (s)", "out tok/s", "errors", "$/1M out tok")
 
     def summary_values(self, record: RunRecord) -> dict[str, str]:
-        ttft = record.metrics.ttft_s if record.metrics else None
+        m, c = record.metrics, record.cost
+        if m is None:  # a failed run: its reason is in the status column
+            return {}
         return {
-            "step med (s)": fmt(ttft.median if ttft else None, ".4g"),
-            "p90 (s)": fmt(ttft.p90 if ttft else None, ".4g"),
-            "MFU": "n/a",
+            "TTFT med (s)": fmt(m.ttft_s.median if m.ttft_s else None, ".4g"),
+            "TTFT p90 (s)": fmt(m.ttft_s.p90 if m.ttft_s else None, ".4g"),
+            "TPOT med (s)": fmt(m.tpot_s.median if m.tpot_s else None, ".4g"),
+            "out tok/s": fmt(m.output_throughput_tok_s, ".4g"),
+            "errors": f"{m.num_errors}/{m.num_requests}",
+            "$/1M out tok": fmt(c.usd_per_1m_output_tokens if c else None, ".3g"),
         }
 
     def show(self, record: RunRecord) -> Table:

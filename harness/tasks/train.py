@@ -214,6 +214,9 @@ class TrainTask(Task):
     def summary_label(self) -> str:
         return ""
 
+    def summary_columns(self) -> tuple[str, ...]:
+        return ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run")
+
     def summary_values(self, record: RunRecord) -> dict[str, str]:
         m, c = record.metrics, record.cost
         if m is None:  # a failed run: no figures (the summary shows "-" for the others)
