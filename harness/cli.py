@@ -444,7 +444,9 @@ def cmd_export(args) -> int:
     except ValueError as exc:
         raise SpecError(", ".join(args.results), "", str(exc)) from None
     write_json_atomic(Path(args.output), document)
-    console.print(f"wrote {len(document['benchmarks'])} benchmarks to {args.output}")
+    left = len(records) - len(document["benchmarks"])
+    why = f"; {_plural(left, 'record')} without optimizer steps (serve runs) or failed, not exported" if left else ""
+    console.print(f"wrote {len(document['benchmarks'])} benchmarks to {args.output}{why}")
     return 0
 
 

@@ -164,3 +164,18 @@ def test_a_record_that_cannot_be_migrated_is_left_as_it_was_and_named(tmp_path, 
     err = capsys.readouterr().err
     assert str(bad) in err and "raw facts" in err and "'loop'" in err
     assert bad.read_text() == text and not (tmp_path / ".orig").exists()
+
+
+def test_export_writes_every_commits_training_run_and_says_what_it_left_out(tmp_path):
+    from harness.export import to_pytest_benchmark
+
+    records = load_records([HISTORY]).records
+    document = to_pytest_benchmark(records)
+    trains = [r for r in records if r.task == "train"]
+    assert len(document["benchmarks"]) == len(trains) == len(COMMITS)
+    for bench_entry, record in zip(document["benchmarks"], trains):
+        measured = [s["time_s"] for s in record.raw["loop"]["steps"] if s["phase"] == "measure"]
+        assert bench_entry["stats"]["median"] == statistics.median(measured)
+    done = bench("export", str(HISTORY), "-o", str(tmp_path / "b.json"))
+    assert done.returncode == 0, done.stderr
+    assert f"{len(COMMITS)} records without optimizer steps (serve runs)" in " ".join(done.stderr.split())
