@@ -44,15 +44,21 @@ def record_filename(record: RunRecord) -> str:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any], *, keep_non_finite: bool = False) -> Path:
-    """The one atomic JSON writer: a temporary file in the same folder, flushed to disk,
-    then renamed over `path`, so a reader sees the old file or the new, never half.
-    Records store NaN and infinity as null (strict JSON); `keep_non_finite` keeps them
-    for a worker's facts, where a NaN loss is the fact that the run diverged."""
+    """The one atomic JSON writer (write_text_atomic). Records store NaN and infinity as
+    null (strict JSON); `keep_non_finite` keeps them for a worker's facts, where a NaN
+    loss is the fact that the run diverged."""
+    data = payload if keep_non_finite else _finite(payload)
+    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=keep_non_finite))
+
+
+def write_text_atomic(path: Path, text: str | bytes) -> Path:
+    """A temporary file in the same folder, flushed to disk, then renamed over `path`, so
+    a reader sees the old file or the new, never half (bytes are written as they are)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload if keep_non_finite else _finite(payload), f, indent=1, allow_nan=keep_non_finite)
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -134,8 +140,8 @@ def migrate_directory(root: Path) -> Migrated:
     done = Migrated(root / ".orig")
     for path in record_files([root]):
         try:
-            text = path.read_text()
-            doc = json.loads(text)
+            original_bytes = path.read_bytes()
+            doc = json.loads(original_bytes)
             if isinstance(doc, dict) and doc.get("schema_version") == SCHEMA_VERSION:
                 done.current.append(path)
                 continue
@@ -143,20 +149,9 @@ def migrate_directory(root: Path) -> Migrated:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             done.refused.append((path, str(exc).removeprefix(f"{path}: ")))
             continue
-        _write_text_atomic(done.originals / path.relative_to(root), text)
+        original = done.originals / path.relative_to(root)
+        if not original.exists():  # a later migration never overwrites the first original
+            write_text_atomic(original, original_bytes)
         write_json_atomic(path, record.to_json())
         done.rewritten.append(path)
     return done
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """An original kept once: a later migration never overwrites the first original."""
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
