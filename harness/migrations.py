@@ -78,16 +78,10 @@ def _train(doc: dict[str, Any], why: str) -> tuple[dict, dict | None, dict[str, 
 
 
 def _serve(doc: dict[str, Any], why: str) -> tuple[dict, dict | None, dict[str, str]]:
-    from harness.cost import serving_cost
-    from harness.metrics import serving_metrics
+    from harness.tasks.serve import serve_figures
 
     slo = doc["scenario"]["resolved"]["serve"].get("slo") or {}
-    metrics = serving_metrics(doc["raw"], slo)
-    chips = doc["accelerator"].get("count", 1)
-    throughput = metrics["output_throughput_tok_s"]
-    metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
-    price = _price(doc)
-    cost = serving_cost(metrics, chips, price) if price else None
+    metrics, cost = serve_figures(doc["raw"], slo, doc["accelerator"].get("count", 1), _price(doc))
     return metrics, cost, {}
 
 

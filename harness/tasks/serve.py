@@ -112,26 +112,15 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ record
     def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
-        slo = run.scenario.serve.slo.model_dump()
-        raw, search = record["raw"], None
-        if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
-            search, requests = metric_fns.slo_search_summary(raw, slo)
-            raw = {**raw, "requests": requests}
-        metrics = metric_fns.serving_metrics(raw, slo)
         accelerator = record["accelerator"]
-        chips = accelerator.get("count", 1)
-        throughput = metrics["output_throughput_tok_s"]
-        metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
-        if search is not None:
-            metrics["slo_search"] = search
+        price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+        slo = run.scenario.serve.slo.model_dump()
+        metrics, cost = serve_figures(record["raw"], slo, accelerator.get("count", 1), price)
         record["metrics"] = metrics
         record["server"] = record["raw"].get("server")
         if metrics["num_completed"] == 0:
             return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
-        price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
-        record["cost"] = cost_model.serving_cost(metrics, chips, price)
-        if search is not None and record["cost"] is not None:
-            _cost_at_slo(record["cost"], search)
+        record["cost"] = cost
         return None
 
     # ------------------------------------------------------------------ terminal
@@ -162,6 +151,24 @@ class ServeTask(Task):
 
     def show(self, record: RunRecord) -> Table:
         return serving_table(record)
+
+
+def serve_figures(raw: dict[str, Any], slo: dict[str, Any], chips: int, price) -> tuple[dict, dict | None]:
+    """A serving run's metrics and cost from its raw facts (also a migrated record's:
+    harness.migrations); an SLO search's at the rate it found."""
+    search = None
+    if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
+        search, requests = metric_fns.slo_search_summary(raw, slo)
+        raw = {**raw, "requests": requests}
+    metrics = metric_fns.serving_metrics(raw, slo)
+    throughput = metrics["output_throughput_tok_s"]
+    metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
+    if search is not None:
+        metrics["slo_search"] = search
+    cost = cost_model.serving_cost(metrics, chips, price)
+    if search is not None and cost is not None:
+        _cost_at_slo(cost, search)
+    return metrics, cost
 
 
 def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
