@@ -48,9 +48,10 @@ def _site_dirs(python: str) -> list[Path]:
     root = exe.parent.parent
     if not (root / "pyvenv.cfg").exists():
         root = Path(os.path.realpath(exe)).parent.parent
-    found = [*root.glob("lib/python*/site-packages"), *root.glob("lib/python*/dist-packages")]
-    found += Path.home().glob(".local/lib/python*/site-packages")
-    return sorted(d for d in found if d.is_dir())
+    own = [d for d in [*root.glob("lib/python*/site-packages"), *root.glob("lib/python*/dist-packages")] if d.is_dir()]
+    if not own:
+        return []  # not an installation's interpreter (a launcher script): unknown packages
+    return sorted([*own, *(d for d in Path.home().glob(".local/lib/python*/site-packages") if d.is_dir())])
 
 
 def _packages(site: Path) -> list[str]:
@@ -74,9 +75,13 @@ def _stat(path: str) -> int | None:
         return None
 
 
-def key(name: str, python: str, code: list | None = None) -> str:
-    """The cache key of one backend's probe with one interpreter (see the module)."""
+def key(name: str, python: str, code: list | None = None) -> str | None:
+    """The cache key of one backend's probe with one interpreter (see the module); None
+    where its site-packages cannot be found from its path (a launcher script such as a
+    pyenv shim): its packages could change unseen, so it is always probed."""
     sites = _site_dirs(python)
+    if not sites:
+        return None
     parts: dict[str, Any] = {
         "backend": name,
         "python": str(Path(python).absolute()) if os.sep in python else python,
@@ -134,12 +139,13 @@ def probe_all(names: list[str], interpreters: dict[str, str] | None, fresh: bool
     cache, code = load(), _code()
     jobs = [(name, registry.interpreter_for(name, interpreters)) for name in names]
     keys = [key(name, python, code) for name, python in jobs]
-    hits = {i: hit for i, k in enumerate(keys) if not fresh and (hit := lookup(cache, k)) is not None}
+    hits = {i: hit for i, k in enumerate(keys) if k and not fresh and (hit := lookup(cache, k)) is not None}
     missing = [name for i, (name, _) in enumerate(jobs) if i not in hits]
     probed = iter(registry.probe_all(missing, interpreters) if missing else [])
     results = []
     for i, (name, python) in enumerate(jobs):
         result = registry.ProbeResult(name, python, hits[i]) if i in hits else next(probed)
-        keep(cache, keys[i], result.probe)
+        if keys[i]:
+            keep(cache, keys[i], result.probe)
         results.append(result)
     return results, len(hits), save(cache)

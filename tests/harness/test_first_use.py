@@ -126,3 +126,25 @@ def test_a_probe_that_timed_out_is_not_kept(tmp_path, monkeypatch):
     every = len(registry.all_backends())
     assert main(["backends", "--json"]) == 0 and main(["backends", "--json"]) == 0
     assert len(spawned) == 2 * every  # a busy machine's time-out is asked again
+
+
+def test_an_interpreter_whose_packages_cannot_be_found_is_always_probed(tmp_path, monkeypatch):
+    """A launcher script (a pyenv shim) hides which site-packages it runs: never cached."""
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    shim = tmp_path / "shims" / "python"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    spawned: list[list[str]] = []
+    answer = {"available": True, "reason": "", "device_kind": "cpu", "device_name": "fake", "device_count": 1}
+
+    def fake_run(cmd, **kwargs):
+        spawned.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(answer) + "\n", stderr="")
+
+    monkeypatch.setattr(registry.subprocess, "run", fake_run)
+    args = ["backends", "--json", "--python", f"torch={shim}"]
+    assert main(args) == 0 and main(args) == 0
+    assert [cmd for cmd in spawned if cmd[0] == str(shim)] == [
+        [str(shim), "-m", "harness.worker", "probe", "torch"]
+    ] * 2
