@@ -78,7 +78,7 @@ def _train(doc: dict[str, Any], why: str) -> tuple[dict, dict | None, dict[str, 
 
 
 def _serve(doc: dict[str, Any], why: str) -> tuple[dict, dict | None, dict[str, str]]:
-    from harness.tasks.serve import serve_figures
+    from harness.serving.figures import serve_figures
 
     slo = doc["scenario"]["resolved"]["serve"].get("slo") or {}
     metrics, cost = serve_figures(doc["raw"], slo, doc["accelerator"].get("count", 1), _price(doc))

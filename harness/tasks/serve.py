@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import cost as cost_model
-from harness import metrics as metric_fns
 from harness.gate_metrics import GateMetric
 from harness.result import FROZEN, Price, RunRecord, Stats
 from harness.serving import engines, points
+from harness.serving.figures import serve_figures
 from harness.tasks.base import Column, Task, fmt
 
 
@@ -151,36 +151,6 @@ class ServeTask(Task):
 
     def show(self, record: RunRecord) -> Table:
         return serving_table(record)
-
-
-def serve_figures(raw: dict[str, Any], slo: dict[str, Any], chips: int, price) -> tuple[dict, dict | None]:
-    """A serving run's metrics and cost from its raw facts (also a migrated record's:
-    harness.migrations); an SLO search's at the rate it found."""
-    search = None
-    if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
-        search, requests = metric_fns.slo_search_summary(raw, slo)
-        raw = {**raw, "requests": requests}
-    metrics = metric_fns.serving_metrics(raw, slo)
-    throughput = metrics["output_throughput_tok_s"]
-    metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
-    if search is not None:
-        metrics["slo_search"] = search
-    cost = cost_model.serving_cost(metrics, chips, price)
-    if search is not None and cost is not None:
-        _cost_at_slo(cost, search)
-    return metrics, cost
-
-
-def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
-    """$ at the SLO only where a rate met it: a price at a load that misses it is no answer."""
-    found = search["max_rate_req_s"]
-    cost["basis"] = (
-        f"at {found:g} req/s, the highest request rate meeting the SLO"
-        if found is not None
-        else "no rate met the SLO: no $ at the SLO"
-    )
-    if found is None:
-        cost["usd_per_1m_output_tokens"] = None
 
 
 def serving_table(record: RunRecord) -> Table:
