@@ -9,8 +9,10 @@ record's `task` field. This module holds what every record has, and the shared t
 (`Stats`, `Price`).
 
 Older records are upgraded explicitly, one version at a time (`MIGRATIONS`), before
-validation: schema 1 records (written up to 2026-11-26) load, migrate and report as
-they did. `raw` (the worker's facts, every step and request) and `plan` stay plain JSON:
+validation: schema 1 records (written up to 2026-11-26, every shape from the first
+landing on: tests/fixtures/records_history) load, with their figures derived again from
+their raw facts by today's definitions and what those facts cannot give named in
+`absent` (harness.migrations). `raw` (the worker's facts, every step and request) and `plan` stay plain JSON:
 they are inputs to the metrics, kept so that a figure can be recomputed, not figures.
 
 Pydantic only: no backend, no ML framework.
