@@ -53,6 +53,7 @@ def cmd_run(args) -> int:
         return _print_plans(result.plans, args.json)
     if result.records:
         console.print(summary(result.records, console))
+    _print_skipped(result.skipped_records, console)
     if args.json:
         skipped = [
             {"skipped": True, **s, "reason": "already has a successful record (--force reruns it)"}
@@ -77,6 +78,21 @@ def cmd_run(args) -> int:
             file=sys.stderr,
         )
     return 1 if result.failed or result.rescued else 0
+
+
+def _print_skipped(skipped: list[dict], console) -> None:
+    """Runs skipped as already done: their existing records' figures, said to be those."""
+    from harness.display import summary
+    from harness.store import load_record
+
+    if not skipped:
+        return
+    records = [load_record(Path(s["path"])) for s in skipped]
+    console.print(
+        f"{_plural(len(records), 'run')} skipped: already recorded (--force reruns them); "
+        "the figures below are their existing records':"
+    )
+    console.print(summary(records, console))
 
 
 def _trace_override(steps: int | None) -> dict[str, int]:
@@ -207,12 +223,17 @@ def cmd_backends(args) -> int:
     registry.check_interpreters(interpreters)  # a misspelt --python name is refused, not ignored
     backends = registry.all_backends()
     how = "one at a time: this accelerator admits one process" if registry.exclusive_accelerator() else "in parallel"
-    print(f"probing {len(backends)} backends, a worker process each ({how})...", file=sys.stderr, flush=True)
+    print(
+        f"probing {len(backends)} backends, a worker process each ({how}), unless the probe cache answers...",
+        file=sys.stderr,
+        flush=True,
+    )
+    results = _probe_cached(list(backends), interpreters, args.fresh)
     table = Table(title="bench backends")
     for column in ("backend", "available", "devices", "python", "reason / summary"):
         table.add_column(column)
     rows = []
-    for (name, info), result in zip(backends.items(), registry.probe_all(list(backends), interpreters)):
+    for (name, info), result in zip(backends.items(), results):
         p = result.probe
         devices = f"{p.device_kind} x{p.device_count} ({p.device_name})" if p.available else "-"
         table.add_row(
@@ -228,6 +249,22 @@ def cmd_backends(args) -> int:
     else:
         Console().print(table)
     return 0
+
+
+def _probe_cached(names: list[str], interpreters: dict[str, str], fresh: bool) -> list:
+    """Probes, from the probe cache where nothing they depend on changed (harness.probe_cache)."""
+    from harness import probe_cache
+
+    results, cached, problem = probe_cache.probe_all(names, interpreters, fresh=fresh)
+    if cached:
+        print(
+            f"{cached} of {len(names)} from the probe cache ({probe_cache.cache_file()}: interpreter, "
+            "packages and code unchanged; --fresh probes again)",
+            file=sys.stderr,
+        )
+    if problem:
+        print(f"bench: warning: {problem}", file=sys.stderr)
+    return results
 
 
 def cmd_validate(args) -> int:
@@ -285,6 +322,27 @@ def cmd_show(args) -> int:
     for record in shown:
         show_record(record, console)
     return 0
+
+
+def cmd_migrate(args) -> int:
+    """`bench migrate DIR...`: older records rewritten to the current schema, originals
+    kept under DIR/.orig/; exit 2 if any record could not be migrated (it is left as it was)."""
+    from harness.store import SCHEMA_VERSION, migrate_directory
+
+    refused = 0
+    for target in args.directories:
+        if not Path(target).is_dir():
+            raise SpecError(target, "", "no such results directory")
+        done = migrate_directory(Path(target))
+        for path, why in done.refused:
+            print(f"bench: {path}: not migrated: {why}", file=sys.stderr)
+        refused += len(done.refused)
+        kept = f" (originals kept under {done.originals})" if done.rewritten else ""
+        print(
+            f"{target}: {_plural(len(done.rewritten), 'record')} migrated to schema {SCHEMA_VERSION}{kept}, "
+            f"{len(done.current)} already schema {SCHEMA_VERSION}, {len(done.refused)} refused"
+        )
+    return 2 if refused else 0
 
 
 def cmd_gate(args) -> int:
@@ -388,7 +446,9 @@ def cmd_export(args) -> int:
     except ValueError as exc:
         raise SpecError(", ".join(args.results), "", str(exc)) from None
     write_json_atomic(Path(args.output), document)
-    console.print(f"wrote {len(document['benchmarks'])} benchmarks to {args.output}")
+    left = len(records) - len(document["benchmarks"])
+    why = f"; {_plural(left, 'record')} without optimizer steps (serve runs) or failed, not exported" if left else ""
+    console.print(f"wrote {len(document['benchmarks'])} benchmarks to {args.output}{why}")
     return 0
 
 
@@ -504,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     backends = sub.add_parser("backends", help="list backends, whether they can run here, and why not")
     backends.add_argument("--python", action="append", default=[], metavar="BACKEND=PATH")
     backends.add_argument("--json", action="store_true")
+    backends.add_argument("--fresh", action="store_true", help="probe every backend again (ignore the probe cache)")
     backends.set_defaults(func=cmd_backends)
 
     validate = sub.add_parser("validate", help="check scenario files without running them")
@@ -513,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print result records (files or directories)")
     show.add_argument("records", nargs="+")
     show.set_defaults(func=cmd_show)
+    migrate = sub.add_parser("migrate", help="rewrite older result records to the current schema (originals kept)")
+    migrate.add_argument("directories", nargs="+", metavar="DIR")
+    migrate.set_defaults(func=cmd_migrate)
     gate = sub.add_parser("gate", help="check results against budgets; exit 1 on a regression beyond noise")
     gate.add_argument("results", nargs="+")
     gate.add_argument("--budgets", help="YAML: budgets (absolute limits), relative (e.g. step_time_s: +5%%), alpha")

@@ -82,12 +82,8 @@ class RunProgress:
         self.console.print(f"  record: {record.path}")
 
 
-SUMMARY_COLUMNS = ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run")
-
-
-def _summary_row(r: RunRecord) -> tuple[str, Text, list[str]]:
-    """A run's label, its status and its figures, in SUMMARY_COLUMNS order: each task
-    fills the columns it has a figure for (a serve run's step columns are its TTFT)."""
+def _summary_row(r: RunRecord, columns: tuple[str, ...]) -> tuple[str, Text, list[str]]:
+    """A run's label, its status and its figures under its task's summary columns."""
     task = tasks.of(r)
     s = r.scenario
     reduced = " [reduced]" if s.profile else ""
@@ -97,47 +93,70 @@ def _summary_row(r: RunRecord) -> tuple[str, Text, list[str]]:
     )
     status = Text("ok", "green") if r.ok else Text(r.failure.kind, "red")
     figures = task.summary_values(r)
-    return name, status, [figures.get(column, "-") for column in SUMMARY_COLUMNS]
+    return name, status, [figures.get(column, "-") for column in columns]
 
 
-def summary_table(records) -> Table:
-    """One row per run; `bench show` has every metric of one record. Nothing in it is
-    ever cut with an ellipsis: a cell too wide folds (see `summary` for narrow output).
-    `records`: RunRecords, or stored records' JSON (read as RunRecords here)."""
-    records = as_records(records)
-    table = Table(title="bench results")
+def _by_task(records: list[RunRecord]) -> list[tuple[tuple[str, ...], list[RunRecord]]]:
+    """(the task's summary columns, its records), in the order the tasks first appear:
+    each task's runs under its own headers (a serve run's TTFT is no step time)."""
+    grouped: dict[str, list[RunRecord]] = {}
+    for r in records:
+        grouped.setdefault(r.task, []).append(r)
+    return [(tasks.of(rs[0]).summary_columns(), rs) for rs in grouped.values()]
+
+
+def _task_table(columns: tuple[str, ...], records: list[RunRecord], title: str) -> Table:
+    table = Table(title=title)
     table.add_column("run", min_width=26, overflow="fold")
     table.add_column("status", overflow="fold")
-    for column in SUMMARY_COLUMNS:
+    for column in columns:
         table.add_column(column, justify="right", overflow="fold")
     for r in records:
-        name, status, values = _summary_row(r)
+        name, status, values = _summary_row(r, columns)
         table.add_row(Text(name), status, *values)
     return table
 
 
+def summary_table(records) -> Group:
+    """One table per task, one row per run, under the task's own columns; `bench show`
+    has every metric of one record. Nothing in it is ever cut with an ellipsis: a cell
+    too wide folds (see `summary` for narrow output). `records`: RunRecords, or stored
+    records' JSON (read as RunRecords here)."""
+    groups = _by_task(as_records(records))
+    titled = len(groups) > 1
+    return Group(
+        *(
+            _task_table(columns, rs, f"bench results: {rs[0].task}" if titled else "bench results")
+            for columns, rs in groups
+        )
+    )
+
+
 def summary_blocks(records, width: int) -> Group:
     """The narrow layout: per run, a line naming it and its status, then `column value`
-    pairs packed into lines of `width`; a pair is never split, nothing is cut."""
-    records = as_records(records)
+    pairs (its task's columns) packed into lines of `width`; a pair is never split,
+    nothing is cut."""
     lines: list[Text] = [Text("bench results", style="italic")]
-    for r in records:
-        name, status, values = _summary_row(r)
-        head = Text(name.replace("\n", " · ") + " · ")
-        head.append_text(status)
-        lines.append(head)
-        pairs = [f"{column} {value}" for column, value in zip(SUMMARY_COLUMNS, values)]
-        line = ""
-        for pair in pairs:
-            candidate = f"{line} · {pair}" if line else f"  {pair}"
-            if line and len(candidate) > width:
-                lines.append(Text(line))
-                candidate = f"  {pair}"
-            line = candidate
-        lines.append(Text(line))
+    for columns, rs in _by_task(as_records(records)):
+        for r in rs:
+            lines += _block(r, columns, width)
     for text in lines:
         text.overflow = "fold"
     return Group(*lines)
+
+
+def _block(r: RunRecord, columns: tuple[str, ...], width: int) -> list[Text]:
+    name, status, values = _summary_row(r, columns)
+    head = Text(name.replace("\n", " · ") + " · ")
+    head.append_text(status)
+    lines, line = [head], ""
+    for pair in (f"{column} {value}" for column, value in zip(columns, values)):
+        candidate = f"{line} · {pair}" if line else f"  {pair}"
+        if line and len(candidate) > width:
+            lines.append(Text(line))
+            candidate = f"  {pair}"
+        line = candidate
+    return [*lines, Text(line)]
 
 
 def summary(records, console: Console) -> RenderableType:
@@ -170,3 +189,14 @@ def show_record(record, console: Console) -> None:
             console.print(Text(f.log_tail))
         return
     console.print(tasks.of(record).show(record))
+    for why, ids in _absent_by_reason(record).items():
+        console.print(f"[yellow]absent ({why}): {', '.join(ids)}[/yellow]")
+
+
+def _absent_by_reason(record: RunRecord) -> dict[str, list[str]]:
+    """A migrated record's figures its bench did not measure, grouped by why (one line
+    each in `bench show`): they read "-" or "n/a" in the table above."""
+    grouped: dict[str, list[str]] = {}
+    for figure_id, why in record.absent.items():
+        grouped.setdefault(why, []).append(figure_id)
+    return grouped

@@ -77,9 +77,11 @@ def _benchmark(record: RunRecord) -> dict[str, Any]:
 
 def to_pytest_benchmark(records) -> dict[str, Any]:
     """`records`: RunRecords, or stored records' JSON (read as RunRecords here)."""
-    ok = [r for r in as_records(records) if r.ok]
+    # Its format holds one timed operation per benchmark: a run's optimizer steps. A serve
+    # run has none (its figures are per request): not exported, and `bench export` says so.
+    ok = [r for r in as_records(records) if r.ok and "loop" in (r.raw or {})]
     if not ok:
-        raise ValueError("no successful records to export")
+        raise ValueError("no successful records with optimizer steps to export")
     first = ok[0].provenance
     extra = first.model_extra or {}  # what the host said: hostname, platform, python, machine
     return {

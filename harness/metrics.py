@@ -149,12 +149,14 @@ def _rows(steps: list[dict[str, Any]]) -> list[int]:
     return [n for s in steps for n in s["row_tokens"]]
 
 
-def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: FlopsModel) -> dict[str, Any]:
+def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: FlopsModel | None) -> dict[str, Any]:
     """All training metrics of a record from its raw section.
 
     Steady state (step time, tokens/s, MFU) is over the measured steps that compiled
     nothing; `*_effective` figures are over every measured step, recompiles included:
-    what dynamic shapes really cost. Recompiling steps are counted and timed apart."""
+    what dynamic shapes really cost. Recompiling steps are counted and timed apart.
+    `flops` None: the FLOPs figures (and MFU, HFU) are None, for facts without each
+    row's real tokens (records of bench before d08562e: harness.migrations)."""
     steps = raw["loop"]["steps"]
     window = raw["loop"]["window"]
     kept, calm = measured(steps), steady(steps)
@@ -163,8 +165,9 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
     chips = accelerator.get("count", 1)
     calm_s = sum(s["time_s"] for s in calm)
     peak = peak_flops(accelerator.get("catalog_key", ""))
-    flops_per_s = flops.model_flops(_rows(calm)) / calm_s if calm else None
-    hw_flops_per_s = flops.hardware_flops(_rows(calm)) / calm_s if calm else None
+    counted = flops is not None
+    flops_per_s = flops.model_flops(_rows(calm)) / calm_s if calm and counted else None
+    hw_flops_per_s = flops.hardware_flops(_rows(calm)) / calm_s if calm and counted else None
     real_tokens = sum(s["tokens_real"] for s in kept)
     real = _throughput(calm, "tokens_real")
     padded = _throughput(calm, "tokens_padded")
@@ -194,8 +197,10 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "padding_efficiency": real_tokens / sum(s["tokens_padded"] for s in kept) if kept else None,
         "window_tokens_per_s_real": window["tokens_real"] / window["time_s"] if window else None,
         "window_tokens_per_s_padded": window["tokens_padded"] / window["time_s"] if window else None,
-        "model_flops_per_token": flops.model_flops(_rows(kept)) / real_tokens if real_tokens else None,
-        "hardware_flops_per_token": flops.hardware_flops(_rows(kept)) / real_tokens if real_tokens else None,
+        "model_flops_per_token": flops.model_flops(_rows(kept)) / real_tokens if real_tokens and counted else None,
+        "hardware_flops_per_token": flops.hardware_flops(_rows(kept)) / real_tokens
+        if real_tokens and counted
+        else None,
         "model_tflops_per_s": flops_per_s / 1e12 if flops_per_s is not None else None,
         "mfu": mfu(flops_per_s, peak, chips) if flops_per_s is not None else None,
         "hfu": mfu(hw_flops_per_s, peak, chips) if hw_flops_per_s is not None else None,

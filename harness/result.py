@@ -9,8 +9,10 @@ record's `task` field. This module holds what every record has, and the shared t
 (`Stats`, `Price`).
 
 Older records are upgraded explicitly, one version at a time (`MIGRATIONS`), before
-validation: schema 1 records (written up to 2026-11-26) load, migrate and report as
-they did. `raw` (the worker's facts, every step and request) and `plan` stay plain JSON:
+validation: schema 1 records (written up to 2026-11-26, every shape from the first
+landing on: tests/fixtures/records_history) load, with their figures derived again from
+their raw facts by today's definitions and what those facts cannot give named in
+`absent` (harness.migrations). `raw` (the worker's facts, every step and request) and `plan` stay plain JSON:
 they are inputs to the metrics, kept so that a figure can be recomputed, not figures.
 
 Pydantic only: no backend, no ML framework.
@@ -140,6 +142,9 @@ class RunRecord(BaseModel):
     server: dict[str, Any] | None = None  # a served run's server: engine, startup times
     trace: dict[str, Any] | None = None  # a traced run's profiler summary (harness.trace)
     warnings: list[str] = Field(default_factory=list)
+    # Figure id -> why it is None: a migrated record's figure that the bench which wrote
+    # it did not measure ("not measured by bench 6f4a76e (schema 1)"; harness.migrations).
+    absent: dict[str, str] = Field(default_factory=dict)
     # Where the record was read from (not stored).
     path: str | None = Field(default=None, exclude=True)
 
@@ -186,7 +191,12 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 grew fields without a version bump; schema 2 has every field, always.
     - `task`: absent in the earliest schema-1 records, which were all training runs;
     - `plan`, `sweep`, `server`, `trace`, `warnings`: absent before they existed;
-    - a serve record's `server` was also kept only in `raw`."""
+    - a serve record's `server` was also kept only in `raw`;
+    - `metrics` and `cost`: derived again from `raw` by today's definitions, some of
+      which changed within schema 1; what the raw facts cannot give is None and named in
+      `absent` (harness.migrations)."""
+    from harness.migrations import refigure
+
     out = copy.deepcopy(doc)
     out["task"] = out.get("task") or "train"
     for key in ("plan", "sweep", "trace", "failure", "metrics", "cost", "raw"):
@@ -194,6 +204,7 @@ def _v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     out.setdefault("warnings", [])
     if "server" not in out:
         out["server"] = (out.get("raw") or {}).get("server") if out["task"] == "serve" else None
+    out = refigure(out)  # while it still says which schema wrote it
     out["schema_version"] = 2
     return out
 
@@ -214,7 +225,10 @@ def migrate(doc: dict[str, Any], where: str = "record") -> dict[str, Any]:
             else f"{where}: schema version {version!r} is not one bench knows"
         )
     while version < SCHEMA_VERSION:
-        doc = MIGRATIONS[version](doc)
+        try:
+            doc = MIGRATIONS[version](doc)
+        except ValueError as exc:
+            raise ValueError(f"{where}: schema {version} record: {exc}") from None
         version = doc["schema_version"]
     return doc
 

@@ -44,15 +44,21 @@ def record_filename(record: RunRecord) -> str:
 
 
 def write_json_atomic(path: Path, payload: dict[str, Any], *, keep_non_finite: bool = False) -> Path:
-    """The one atomic JSON writer: a temporary file in the same folder, flushed to disk,
-    then renamed over `path`, so a reader sees the old file or the new, never half.
-    Records store NaN and infinity as null (strict JSON); `keep_non_finite` keeps them
-    for a worker's facts, where a NaN loss is the fact that the run diverged."""
+    """The one atomic JSON writer (write_text_atomic). Records store NaN and infinity as
+    null (strict JSON); `keep_non_finite` keeps them for a worker's facts, where a NaN
+    loss is the fact that the run diverged."""
+    data = payload if keep_non_finite else _finite(payload)
+    return write_text_atomic(path, json.dumps(data, indent=1, allow_nan=keep_non_finite))
+
+
+def write_text_atomic(path: Path, text: str | bytes) -> Path:
+    """A temporary file in the same folder, flushed to disk, then renamed over `path`, so
+    a reader sees the old file or the new, never half (bytes are written as they are)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload if keep_non_finite else _finite(payload), f, indent=1, allow_nan=keep_non_finite)
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -75,12 +81,17 @@ class LoadResult:
 
 
 def record_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Record files under directories (recursively) and given files; temp files skipped."""
+    """Record files under directories (recursively) and given files; temp files and
+    hidden folders (`bench migrate`'s `.orig/`, caches) skipped under a directory."""
     found: list[Path] = []
     for p in map(Path, paths):
-        candidates = sorted(p.rglob("*.json")) if p.is_dir() else [p]
+        candidates = sorted(c for c in p.rglob("*.json") if not _hidden(c.relative_to(p))) if p.is_dir() else [p]
         found.extend(c for c in candidates if not c.name.startswith(".tmp-"))
     return found
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts[:-1])
 
 
 def load_record(path: Path) -> RunRecord:
@@ -108,3 +119,39 @@ def successful_run_keys(results_dir: Path) -> set[str]:
     if not Path(results_dir).is_dir():
         return set()
     return {r.run_key for r in load_records([results_dir]).records if r.ok}
+
+
+@dataclass
+class Migrated:
+    """What `bench migrate` did under one directory: paths rewritten, already current,
+    refused (path, why)."""
+
+    originals: Path
+    rewritten: list[Path] = field(default_factory=list)
+    current: list[Path] = field(default_factory=list)
+    refused: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def migrate_directory(root: Path) -> Migrated:
+    """Rewrite every older record under `root` to the current schema, in place, after
+    keeping its original bytes under `root/.orig/` (same relative path; readers skip
+    hidden folders). Each write is atomic: a record is its old form or its new, never half."""
+    root = Path(root)
+    done = Migrated(root / ".orig")
+    for path in record_files([root]):
+        try:
+            original_bytes = path.read_bytes()
+            doc = json.loads(original_bytes)
+            if isinstance(doc, dict) and doc.get("schema_version") == SCHEMA_VERSION:
+                done.current.append(path)
+                continue
+            record = as_record(doc, str(path))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            done.refused.append((path, str(exc).removeprefix(f"{path}: ")))
+            continue
+        original = done.originals / path.relative_to(root)
+        if not original.exists():  # a later migration never overwrites the first original
+            write_text_atomic(original, original_bytes)
+        write_json_atomic(path, record.to_json())
+        done.rewritten.append(path)
+    return done

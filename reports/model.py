@@ -201,7 +201,9 @@ def _rows(records: list[RunRecord], cells: bool = True) -> list[Row]:
     groups: dict[tuple, Row] = {}
     for r in records:
         attrs = factors.attributes(r)
-        groups.setdefault(tuple(attrs.items()), Row([], attrs)).records.append(r)
+        # A matrix variant is its own row even where its configuration reads the same
+        # (same scenario hash): runs of two variants are never one row's repeats.
+        groups.setdefault((r.scenario.variant, *attrs.items()), Row([], attrs)).records.append(r)
     # In the order the runs were made: a sweep's first matrix cell is the default baseline.
     first = lambda row: min(r.provenance.started_at or "" for r in row.records)  # noqa: E731
     rows = sorted(groups.values(), key=lambda row: (first(row), tuple(row.attrs.items())))

@@ -118,10 +118,15 @@ class Task:
         """Said after a run's name in the summary table ("" for the usual task)."""
         return f" {self.name}"
 
+    def summary_columns(self) -> tuple[str, ...]:
+        """The headers of its rows in the terminal's summary (harness.display): by
+        default its report columns'."""
+        return tuple(c.header for c in self.report_columns)
+
     def summary_values(self, record) -> dict[str, str]:
-        """Its figures for the summary table's columns (harness.display), by column, from
-        a finished record (a RunRecord)."""
-        return {}
+        """Its figures for its summary columns (harness.display), by column, from a
+        finished record (a RunRecord); by default its report columns' figures."""
+        return {c.header: fmt(c.value(record), c.spec) for c in self.report_columns}
 
     def show(self, record):
         """`bench show`'s table for one successful record (a RunRecord; a rich renderable)."""

@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from harness import cost as cost_model
-from harness import metrics as metric_fns
 from harness.gate_metrics import GateMetric
 from harness.result import FROZEN, Price, RunRecord, Stats
 from harness.serving import engines, points
+from harness.serving.figures import serve_figures
 from harness.tasks.base import Column, Task, fmt
 
 
@@ -112,26 +112,15 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ record
     def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
-        slo = run.scenario.serve.slo.model_dump()
-        raw, search = record["raw"], None
-        if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
-            search, requests = metric_fns.slo_search_summary(raw, slo)
-            raw = {**raw, "requests": requests}
-        metrics = metric_fns.serving_metrics(raw, slo)
         accelerator = record["accelerator"]
-        chips = accelerator.get("count", 1)
-        throughput = metrics["output_throughput_tok_s"]
-        metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
-        if search is not None:
-            metrics["slo_search"] = search
+        price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
+        slo = run.scenario.serve.slo.model_dump()
+        metrics, cost = serve_figures(record["raw"], slo, accelerator.get("count", 1), price)
         record["metrics"] = metrics
         record["server"] = record["raw"].get("server")
         if metrics["num_completed"] == 0:
             return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
-        price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
-        record["cost"] = cost_model.serving_cost(metrics, chips, price)
-        if search is not None and record["cost"] is not None:
-            _cost_at_slo(record["cost"], search)
+        record["cost"] = cost
         return None
 
     # ------------------------------------------------------------------ terminal
@@ -142,30 +131,26 @@ class ServeTask(Task):
         return run.scenario.serve.num_requests
 
     def summary_label(self) -> str:
-        return " serve (TTFT)"
+        return " serve"
+
+    def summary_columns(self) -> tuple[str, ...]:
+        return ("TTFT med (s)", "TTFT p90 (s)", "TPOT med (s)", "out tok/s", "errors", "$/1M out tok")
 
     def summary_values(self, record: RunRecord) -> dict[str, str]:
-        ttft = record.metrics.ttft_s if record.metrics else None
+        m, c = record.metrics, record.cost
+        if m is None:  # a failed run: its reason is in the status column
+            return {}
         return {
-            "step med (s)": fmt(ttft.median if ttft else None, ".4g"),
-            "p90 (s)": fmt(ttft.p90 if ttft else None, ".4g"),
-            "MFU": "n/a",
+            "TTFT med (s)": fmt(m.ttft_s.median if m.ttft_s else None, ".4g"),
+            "TTFT p90 (s)": fmt(m.ttft_s.p90 if m.ttft_s else None, ".4g"),
+            "TPOT med (s)": fmt(m.tpot_s.median if m.tpot_s else None, ".4g"),
+            "out tok/s": fmt(m.output_throughput_tok_s, ".4g"),
+            "errors": f"{m.num_errors}/{m.num_requests}",
+            "$/1M out tok": fmt(c.usd_per_1m_output_tokens if c else None, ".3g"),
         }
 
     def show(self, record: RunRecord) -> Table:
         return serving_table(record)
-
-
-def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
-    """$ at the SLO only where a rate met it: a price at a load that misses it is no answer."""
-    found = search["max_rate_req_s"]
-    cost["basis"] = (
-        f"at {found:g} req/s, the highest request rate meeting the SLO"
-        if found is not None
-        else "no rate met the SLO: no $ at the SLO"
-    )
-    if found is None:
-        cost["usd_per_1m_output_tokens"] = None
 
 
 def serving_table(record: RunRecord) -> Table:

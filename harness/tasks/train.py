@@ -220,6 +220,9 @@ class TrainTask(Task):
     def summary_label(self) -> str:
         return ""
 
+    def summary_columns(self) -> tuple[str, ...]:
+        return ("step med (s)", "p90 (s)", "recomp", "tok/s real", "MFU", "mem (GiB)", "$/run")
+
     def summary_values(self, record: RunRecord) -> dict[str, str]:
         m, c = record.metrics, record.cost
         if m is None:  # a failed run: no figures (the summary shows "-" for the others)
@@ -249,6 +252,11 @@ def _cache_words(cache: dict[str, Any] | None) -> str:
     )
 
 
+def _why_no_mfu(record: RunRecord) -> str:
+    m = record.metrics
+    return m.mfu_invalid or record.absent.get("metrics.mfu") or "no peak for this device"
+
+
 def metrics_table(record: RunRecord) -> Table:
     m, c = record.metrics, record.cost
     table = Table(show_header=True)
@@ -268,7 +276,7 @@ def metrics_table(record: RunRecord) -> Table:
         ("recompiling measured steps, their time (s)", f"{m.recompile_steps}, {fmt(m.recompile_steps_time_s, '.4g')}"),
         ("warm-up steps time (s)", fmt(m.warmup_time_s, ".4g")),
         ("compile time (s)", fmt(m.compile_time_s, ".4g")),
-        ("persistent compilation cache", _cache_words(m.compile_cache)),
+        ("persistent compilation cache", record.absent.get("metrics.compile_cache") or _cache_words(m.compile_cache)),
         ("compiles / recompiles after warm-up", f"{m.num_compiles} / {m.num_recompiles}"),
         ("tokens/s real / padded, steady", f"{fmt(m.tokens_per_s_real, '.4g')} / {fmt(m.tokens_per_s_padded, '.4g')}"),
         ("tokens/s real, effective (recompiles too)", fmt(m.tokens_per_s_real_effective, ".4g")),
@@ -277,7 +285,7 @@ def metrics_table(record: RunRecord) -> Table:
         ("window tokens/s real (1 sync)", fmt(m.window_tokens_per_s_real, ".4g")),
         ("model TFLOP/s", fmt(m.model_tflops_per_s, ".4g")),
         ("model FLOPs per real token (see mfu_convention)", fmt(m.model_flops_per_token, ".4g")),
-        ("MFU", fmt(m.mfu, ".2%") if m.mfu is not None else f"n/a ({m.mfu_invalid or 'no peak for this device'})"),
+        ("MFU", fmt(m.mfu, ".2%") if m.mfu is not None else f"n/a ({_why_no_mfu(record)})"),
         ("HFU (with recomputation)", fmt(m.hfu, ".2%") if m.hfu is not None else "n/a"),
         ("peak memory (GiB)", f"{fmt(m.peak_memory_gib, '.3g')} ({m.peak_memory_kind})"),
         ("loss first / last", f"{fmt(m.loss_first, '.4f')} / {fmt(m.loss_last, '.4f')}"),

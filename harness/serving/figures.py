@@ -1,0 +1,40 @@
+"""A serving run's figures from its raw facts: vLLM's serving metrics, an SLO search's
+answer, and the cost at the price given. The serve task fills its records with them, and
+a migrated schema-1 record is derived again by them (harness.migrations)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import cost as cost_model
+from harness import metrics as metric_fns
+
+
+def serve_figures(raw: dict[str, Any], slo: dict[str, Any], chips: int, price) -> tuple[dict, dict | None]:
+    """A serving run's metrics and cost from its raw facts (also a migrated record's:
+    harness.migrations); an SLO search's at the rate it found."""
+    search = None
+    if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
+        search, requests = metric_fns.slo_search_summary(raw, slo)
+        raw = {**raw, "requests": requests}
+    metrics = metric_fns.serving_metrics(raw, slo)
+    throughput = metrics["output_throughput_tok_s"]
+    metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
+    if search is not None:
+        metrics["slo_search"] = search
+    cost = cost_model.serving_cost(metrics, chips, price)
+    if search is not None and cost is not None:
+        _cost_at_slo(cost, search)
+    return metrics, cost
+
+
+def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
+    """$ at the SLO only where a rate met it: a price at a load that misses it is no answer."""
+    found = search["max_rate_req_s"]
+    cost["basis"] = (
+        f"at {found:g} req/s, the highest request rate meeting the SLO"
+        if found is not None
+        else "no rate met the SLO: no $ at the SLO"
+    )
+    if found is None:
+        cost["usd_per_1m_output_tokens"] = None
