@@ -358,7 +358,21 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[s
         # One user's view: 1 / median TPOT (NVIDIA's and AIPerf's tokens/s per user);
         # the chip's view is output_throughput_tok_s over the chips (record.py).
         "output_tok_s_per_user": 1.0 / lat_tpot if (lat_tpot := _median_tpot(lat)) else None,
+        **prefix_cache_hits(done),
     }
+
+
+def prefix_cache_hits(done: list[dict[str, Any]]) -> dict[str, Any]:
+    """Prompt tokens the server served from its prefix cache, over the completed measured
+    requests whose usage reported them (`usage.prompt_tokens_details.cached_tokens`):
+    their total, and that total over the same requests' prompt tokens. None where no
+    request reported them (a server without the feature, the local engine)."""
+    reported = [r for r in done if r.get("cached_tokens") is not None]
+    if not reported:
+        return {"cached_prompt_tokens": None, "cached_prompt_fraction": None}
+    cached = sum(r["cached_tokens"] for r in reported)
+    prompt = sum(r["prompt_tokens"] or 0 for r in reported)
+    return {"cached_prompt_tokens": cached, "cached_prompt_fraction": cached / prompt if prompt else None}
 
 
 def _median_tpot(lat: list[dict[str, Any]]) -> float | None:
