@@ -363,15 +363,16 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[s
 
 
 def prefix_cache_hits(done: list[dict[str, Any]]) -> dict[str, Any]:
-    """Prompt tokens the server served from its prefix cache, over the completed measured
-    requests whose usage reported them (`usage.prompt_tokens_details.cached_tokens`):
-    their total, and that total over the same requests' prompt tokens. None where no
-    request reported them (a server without the feature, the local engine)."""
-    reported = [r for r in done if r.get("cached_tokens") is not None]
-    if not reported:
+    """Prompt tokens the server found in its prefix cache over the completed measured
+    requests (`usage.prompt_tokens_details.cached_tokens`): their total, and that total
+    over the same requests' prompt tokens. Once any request of the run reported them, a
+    request without them had none: vLLM leaves prompt_tokens_details out when nothing
+    was cached. None where no request reported them (a server without the feature or
+    with it off, the local engine)."""
+    if all(r.get("cached_tokens") is None for r in done):
         return {"cached_prompt_tokens": None, "cached_prompt_fraction": None}
-    cached = sum(r["cached_tokens"] for r in reported)
-    prompt = sum(r["prompt_tokens"] or 0 for r in reported)
+    cached = sum(r.get("cached_tokens") or 0 for r in done)
+    prompt = sum(r["prompt_tokens"] or 0 for r in done)
     return {"cached_prompt_tokens": cached, "cached_prompt_fraction": cached / prompt if prompt else None}
 
 

@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_serializer, model_validator
 
 from harness.presets import MODEL_PRESETS
 
@@ -460,6 +460,15 @@ class PromptSpec(Section):
             )
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_what_a_trace_gives(self, handler):
+        """A trace's prompt section has no word counts: dumped without them, so a dumped
+        scenario validates again (the worker's, a record's) and says only what ran."""
+        data = handler(self)
+        if self.source == "trace":
+            data.pop("input_words", None)
+        return data
+
     def _trace_fields(self) -> None:
         """A trace gives each request's lengths and arrival: the word-count fields have no
         meaning there; the file is read now, so a bad one is refused before any work."""
@@ -474,7 +483,7 @@ class PromptSpec(Section):
             )
         if self.source != "trace":
             return
-        given = sorted(self.model_fields_set & {"input_words", "input_words_max"})
+        given = [n for n in ("input_words", "input_words_max") if n in self.model_fields_set and getattr(self, n)]
         if given:
             raise ValueError(f"{given[0]}: the trace gives each request's input length (source is trace)")
         from harness.serving.trace import read_trace  # standard library only
@@ -753,6 +762,15 @@ class ServeSpec(Section):
         self._loads_fit()
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_what_a_trace_gives(self, handler):
+        """A trace gives each request's output length: dumped without output_tokens, so a
+        dumped scenario validates again and says only what ran."""
+        data = handler(self)
+        if self.prompts.source == "trace":
+            data.pop("output_tokens", None)
+        return data
+
     def _local_rules(self) -> None:
         """What the local engine cannot do is refused for `local`, and for `auto`, which
         falls back to it where vLLM is not installed: the same file must mean the same."""
@@ -779,6 +797,7 @@ class ServeSpec(Section):
             if given:
                 raise ValueError(f"load.{given[0]}: a trace gives every arrival time; only max_concurrency applies")
             if "output_tokens" in self.model_fields_set or self.output_tokens_max is not None:
+                # (a trace's serve section is dumped without output_tokens: below)
                 raise ValueError("output_tokens: the trace gives each request's output length")
             if self.sweep or self.slo_search:
                 raise ValueError(

@@ -6,7 +6,6 @@ OpenAI server: no model, no framework."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import threading
 
@@ -266,20 +265,3 @@ def scenario_of(tmp_path):
     from harness.loader import read_document
 
     return validate(read_document(str(tmp_path / "s.yaml")), "s.yaml")
-
-
-def test_no_vllm_here_means_the_local_engine_and_the_run_says_why(tmp_path):
-    """`engine: auto` with BENCH_VLLM_PYTHON unset and no `vllm` on PATH: the terminal,
-    the record and its $ say the local engine served, and why."""
-    serve = {"output_tokens": 3, "num_requests": 2, "warmup_requests": 0, "precision": "fp32"}
-    path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve: " + json.dumps(serve) + "\n")
-    env = {k: v for k, v in os.environ.items() if k != "BENCH_VLLM_PYTHON"}
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not os.path.exists(f"{p}/vllm"))
-    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress", env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    said = " ".join(done.stdout.split())
-    assert "serving via local (reference engine, not a production server): engine auto: no vLLM here" in said
-    (record,) = records_in(tmp_path / "r")
-    assert record["backend"]["name"] == "serve-local" and record["raw"]["engine"] == "local"
-    assert record["server"]["chosen"]["reason"].startswith("engine auto: no vLLM here")
-    assert record["cost"] is None or record["cost"]["label"] == LOCAL_LABEL
