@@ -183,6 +183,6 @@ def test_gemma270m_serve_section_runs_on_a_cpu_without_vllm_and_says_which_engin
     assert record["server"]["chosen"]["ran"] == "local (reference engine, not a production server)"
     assert record["server"]["dtype"] == "fp32" and record["server"]["kv_cache"] == "dynamic"
     assert record["cost"] is None or record["cost"]["label"] == "reference engine, not a production server"
-    shown = bench("show", str(tmp_path / "r"))
+    shown = bench("show", str(tmp_path / "r"), env={**env, "COLUMNS": "400"})  # no wrapped cells
     assert "engine auto: no vLLM here" in " ".join(shown.stdout.split())
     check_definitions(record)
