@@ -10,7 +10,7 @@ once warm (each way warmed once first):
 - the local engine itself at concurrency 8 (closed loop, its own timestamps): output
   tokens/s over the measured span.
 
-    python benchmarks/local_engine_batching.py [--prompt 256] [--repeats 3]
+    python benchmarks/local_engine_batching.py [--prompt 256] [--repeats 3] [--threads 1]
 
 Prints one JSON document (seconds; tokens/s).
 """
@@ -60,9 +60,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prompt", type=int, default=256, help="prompt length in tokens")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = parser.parse_args()
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     import transformers
     from transformers import GenerationConfig
 
@@ -93,6 +97,7 @@ def main() -> None:
     out = {
         "machine": "cpu-2c (shared)",
         "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
         "transformers": transformers.__version__,
         "requests": REQUESTS,
         "output_tokens": OUTPUT,

@@ -133,7 +133,4 @@ def choose(spec, environ=None) -> Choice:
     found = shutil.which("vllm", path=environ.get("PATH"))
     if found:
         return Choice("launch", f"engine auto: vLLM on PATH ({found})", vllm_executable=found)
-    return Choice(
-        "local",
-        f"engine auto: no vLLM here (BENCH_VLLM_PYTHON unset, no `vllm` on PATH), so the local engine ({LOCAL_LABEL})",
-    )
+    return Choice("local", "engine auto: no vLLM here (BENCH_VLLM_PYTHON unset, no `vllm` on PATH)")
