@@ -63,6 +63,22 @@ def test_auto_vllm_command_reports_cached_tokens_and_states_its_settings():
     assert "--no-enable-prefix-caching" in executable and "--enable-prompt-tokens-details" not in executable
 
 
+def test_autos_vllm_is_a_launch_section_with_the_precision_and_this_machines_settings():
+    """On this CPU: eager, fp32 (the unset precision's CPU meaning; bf16 when stated),
+    a 4096-token context, vLLM's CPU environment, cached tokens reported."""
+    from backends.hf_common.serving import auto_vllm
+
+    choice = choose(ServeSpec(), {"BENCH_VLLM_PYTHON": "/bin/sh"}).to_json()
+    for precision, dtype in ((None, "float32"), ("bf16", "bfloat16")):
+        doc = {"name": "x", "tasks": ["serve"], "serve": {"precision": precision} if precision else {}}
+        serve = auto_vllm(validate(doc, "s.yaml"), choice).serve
+        command = list(serve.launch.command)
+        assert serve.engine == "launch" and command[:3] == ["/bin/sh", "-m", "vllm.entrypoints.openai.api_server"]
+        assert command[command.index("--dtype") + 1] == dtype and "--enforce-eager" in command
+        assert command[command.index("--max-model-len") + 1] == "4096" and "--enable-prompt-tokens-details" in command
+        assert serve.launch.env["VLLM_CPU_KVCACHE_SPACE"] == "1" and serve.launch.model == "{model_dir}"
+
+
 # --------------------------------------------------------------------------- rules
 ENDPOINT = {"engine": "endpoint", "endpoint": {"base_url": "http://127.0.0.1:1/v1"}}
 
