@@ -173,3 +173,21 @@ def test_a_static_cache_serves_the_same_tokens(cache):
         time.perf_counter(),
     )
     assert facts["server"]["kv_cache"] == "static" and all(r["output_tokens"] == 5 for r in measured(facts))
+
+
+def test_a_left_padded_batch_gives_each_request_the_tokens_it_gets_alone():
+    """What batching relies on: a short prompt left-padded beside a long one decodes the
+    same greedy tokens as alone (the attention mask and positions hide the padding)."""
+    model = load_model(scenario(), CPU, torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    long, short = (torch.randint(10, 8000, (1, n), generator=generator) for n in (40, 12))
+    fixed = dict(max_new_tokens=10, min_new_tokens=10, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        alone = [
+            model.generate(input_ids=x, attention_mask=torch.ones_like(x), **fixed)[0, x.shape[1] :]
+            for x in (long, short)
+        ]
+        padded = torch.cat([long, torch.cat([torch.zeros(1, 28, dtype=torch.long), short], 1)])
+        mask = torch.cat([torch.ones(1, 40), torch.cat([torch.zeros(1, 28), torch.ones(1, 12)], 1)]).long()
+        together = model.generate(input_ids=padded, attention_mask=mask, **fixed)[:, 40:]
+    assert torch.equal(together[0], alone[0]) and torch.equal(together[1], alone[1])
