@@ -789,6 +789,10 @@ class ServeSpec(Section):
                 f"{'sweep' if self.sweep else 'slo_search'}: {might} runs one load; name engine: endpoint or "
                 "launch for a sweep or search"
             )
+        self._trace_rules()
+
+    def _trace_rules(self) -> None:
+        """A replayed trace is its own load: arrivals, lengths and count come from it."""
         if self.prompts.source == "trace":
             load = self.load
             given = [
