@@ -4,7 +4,8 @@ tokenizer on 127.0.0.1. One server for the module (the engine takes ~50 s to sta
 two cores): bench's client at concurrency 1 and 4 with ignore_eos forcing the output
 length, the metric definitions recomputed from the raw timestamps, and `vllm bench
 serve` against the same server with the same prompts as an independent cross-check,
-and a three-point request-rate sweep against it. One more run starts vLLM through
+a three-point request-rate sweep against it, a 20-request trace replayed at its arrival
+times, and prefix-cache hits read from its usage (prefix caching on for the module). One more run starts vLLM through
 `engine: launch` and checks it is gone afterwards; and a run killed at its time limit
 must not leave its launched server behind."""
 
