@@ -215,7 +215,10 @@ class LocalEngine:
         if self.options.compile:
             from transformers import CompileConfig
 
-            options["compile_config"] = CompileConfig(fullgraph=True)
+            config = CompileConfig(fullgraph=True)
+            # transformers compiles on accelerators only unless told: compile: true means compiled.
+            config._compile_all_devices = True
+            options["compile_config"] = config
         return options
 
     def describe(self, scenario, dtype: torch.dtype) -> dict[str, Any]:
