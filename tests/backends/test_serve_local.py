@@ -191,3 +191,22 @@ def test_a_left_padded_batch_gives_each_request_the_tokens_it_gets_alone():
         mask = torch.cat([torch.ones(1, 40), torch.cat([torch.zeros(1, 28), torch.ones(1, 12)], 1)]).long()
         together = model.generate(input_ids=padded, attention_mask=mask, **fixed)[:, 40:]
     assert torch.equal(together[0], alone[0]) and torch.equal(together[1], alone[1])
+
+
+def test_an_open_loop_capped_at_two_in_flight_never_has_more_than_two():
+    """Poisson arrivals at 200 req/s, max_concurrency 2: a request is sent at its arrival
+    or when a slot frees, whichever is later, so at every send at most two requests are
+    in flight (sent, not yet ended), counted here from the raw timestamps."""
+    sc = scenario(
+        prompts={"source": "synthetic", "input_words": 16},
+        output_tokens=6,
+        num_requests=8,
+        load={"request_rate": 200, "max_concurrency": 2, "seed": 3},
+    )
+    facts = serve_locally(sc, Events(), time.perf_counter())
+    requests = measured(facts)
+    for r in requests:
+        in_flight = [q for q in requests if q["sent_s"] <= r["sent_s"] < q["end_s"]]
+        assert len(in_flight) <= 2, (r["index"], [(q["sent_s"], q["end_s"]) for q in in_flight])
+    assert max(facts["server"]["batches"]["sizes"]) <= 2 and sum(facts["server"]["batches"]["sizes"]) == 8
+    assert all(r["sent_s"] < r["chunk_s"][0] <= r["end_s"] for r in requests)
