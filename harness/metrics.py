@@ -363,7 +363,22 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[s
         # One user's view: 1 / median TPOT (NVIDIA's and AIPerf's tokens/s per user);
         # the chip's view is output_throughput_tok_s over the chips (record.py).
         "output_tok_s_per_user": 1.0 / lat_tpot if (lat_tpot := _median_tpot(lat)) else None,
+        **prefix_cache_hits(done),
     }
+
+
+def prefix_cache_hits(done: list[dict[str, Any]]) -> dict[str, Any]:
+    """Prompt tokens the server found in its prefix cache over the completed measured
+    requests (`usage.prompt_tokens_details.cached_tokens`): their total, and that total
+    over the same requests' prompt tokens. Once any request of the run reported them, a
+    request without them had none: vLLM leaves prompt_tokens_details out when nothing
+    was cached. None where no request reported them (a server without the feature or
+    with it off, the local engine)."""
+    if all(r.get("cached_tokens") is None for r in done):
+        return {"cached_prompt_tokens": None, "cached_prompt_fraction": None}
+    cached = sum(r.get("cached_tokens") or 0 for r in done)
+    prompt = sum(r["prompt_tokens"] or 0 for r in done)
+    return {"cached_prompt_tokens": cached, "cached_prompt_fraction": cached / prompt if prompt else None}
 
 
 def _median_tpot(lat: list[dict[str, Any]]) -> float | None:

@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_serializer, model_validator
 
 from harness.presets import MODEL_PRESETS
 
@@ -423,7 +423,10 @@ class PromptSpec(Section):
     # prefixes of `prefix_words` words, then a synthetic suffix (a prefix cache's effect);
     # multi-turn: function-calling conversations of `turns` user turns, each turn's
     # prompt the earlier turns with the generator's reference answers, then its question.
-    source: Literal["function-calling", "synthetic", "shared-prefix", "multi-turn"] = "function-calling"
+    # trace: a JSONL file (`path`) of recorded requests, replayed at their arrival times
+    # (harness/serving/trace.py: timestamp in ms, input_length and output_length in tokens).
+    source: Literal["function-calling", "synthetic", "shared-prefix", "multi-turn", "trace"] = "function-calling"
+    path: str | None = None
     input_words: int = Field(200, gt=0, le=1_000_000)
     input_words_max: int | None = Field(None, gt=0, le=1_000_000)
     prefix_words: int | None = Field(None, gt=0, le=1_000_000)
@@ -433,6 +436,7 @@ class PromptSpec(Section):
 
     @model_validator(mode="after")
     def _fields_of_the_source(self) -> "PromptSpec":
+        self._trace_fields()
         random_words = self.source in ("synthetic", "shared-prefix")
         if self.input_words_max is not None and not random_words:
             raise ValueError(
@@ -461,6 +465,39 @@ class PromptSpec(Section):
                 )
             )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_what_a_trace_gives(self, handler):
+        """A trace's prompt section has no word counts: dumped without them, so a dumped
+        scenario validates again (the worker's, a record's) and says only what ran."""
+        data = handler(self)
+        if self.source == "trace":
+            data.pop("input_words", None)
+        return data
+
+    def _trace_fields(self) -> None:
+        """A trace gives each request's lengths and arrival: the word-count fields have no
+        meaning there; the file is read now, so a bad one is refused before any work."""
+        if (self.path is None) == (self.source == "trace"):
+            raise ValueError(
+                "path: "
+                + (
+                    "source: trace needs the path of a JSONL trace"
+                    if self.path is None
+                    else "only source: trace has a path"
+                )
+            )
+        if self.source != "trace":
+            return
+        given = [n for n in ("input_words", "input_words_max") if n in self.model_fields_set and getattr(self, n)]
+        if given:
+            raise ValueError(f"{given[0]}: the trace gives each request's input length (source is trace)")
+        from harness.serving.trace import read_trace  # standard library only
+
+        try:
+            read_trace(self.path)
+        except ValueError as exc:  # the message names the file, the line and the trace's field
+            raise ValueError(f"path: {exc}") from None
 
 
 class RampSpec(Section):
@@ -646,13 +683,36 @@ BENCH_BODY_FIELDS = {
 }
 
 
+class LocalEngineSpec(Section):
+    """The in-process engine (backends/torch_eager/serve_local.py): the requests in flight
+    decoded together through transformers `generate`, KV cache on."""
+
+    max_batch: int = Field(64, gt=0, le=MAX_BATCH)  # most requests decoded in one batch
+    # transformers' KV cache: dynamic (grows per token) or static (preallocated, what
+    # compile needs); compile: torch.compile of the decoding forward (static cache only).
+    cache: Literal["dynamic", "static"] = "dynamic"
+    compile: bool = False
+
+    @model_validator(mode="after")
+    def _compile_needs_static(self) -> "LocalEngineSpec":
+        if self.compile and self.cache != "static":
+            raise ValueError("compile: needs cache: static (a growing cache recompiles every token)")
+        return self
+
+
 class ServeSpec(Section):
-    # local: in-process generation with transformers (one request at a time);
+    # auto: vLLM (launched in its own environment: BENCH_VLLM_PYTHON, or `vllm` on PATH)
+    # where installed, else local; the record says which ran and why.
+    # local: in-process generation with transformers (the `local` section);
     # endpoint: an existing OpenAI-compatible server; launch: one the harness starts.
     # (harness/serving/engines.py: the registry; a plug-in engine is registered there)
-    engine: str = "local"
+    engine: str = "auto"
     endpoint: EndpointSpec | None = None
     launch: LaunchSpec | None = None
+    local: LocalEngineSpec | None = None
+    # The weights' and activations' dtype for engines bench starts (local, auto's vLLM).
+    # None: bf16 on an accelerator, fp32 on a CPU (bf16 matmuls crawl on most CPUs).
+    precision: Literal["fp32", "bf16", "fp16"] | None = None
     api: Literal["completions", "chat"] = "completions"
     prompts: PromptSpec = PromptSpec()
     output_tokens: int = Field(64, gt=0, le=MAX_OUTPUT_TOKENS)
@@ -680,8 +740,8 @@ class ServeSpec(Section):
     def _known_engine(cls, value: str) -> str:
         from harness.serving import engines  # the registry only: no engine is imported
 
-        if value not in engines.names():
-            raise ValueError(f"unknown engine {value!r} (known: {', '.join(engines.names())})")
+        if value != "auto" and value not in engines.names():
+            raise ValueError(f"unknown engine {value!r} (known: auto, {', '.join(engines.names())})")
         return value
 
     @model_validator(mode="after")
@@ -694,10 +754,7 @@ class ServeSpec(Section):
         for section in ("endpoint", "launch"):
             if getattr(self, section) is not None and self.engine != section:
                 raise ValueError(f"{section}: only engine: {section} uses it (engine is {self.engine})")
-        if self.engine == "local" and self.extra_body:
-            raise ValueError("extra_body: the local engine sends no HTTP request (engine: endpoint or launch do)")
-        if self.engine == "local" and self.api != "completions":
-            raise ValueError("api: the local engine generates from the prompt text; chat is for endpoint or launch")
+        self._local_rules()
         if self.output_tokens_max is not None:
             if self.output_tokens_max < self.output_tokens:
                 raise ValueError(
@@ -711,27 +768,65 @@ class ServeSpec(Section):
         self._loads_fit()
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_what_a_trace_gives(self, handler):
+        """A trace gives each request's output length: dumped without output_tokens, so a
+        dumped scenario validates again and says only what ran."""
+        data = handler(self)
+        if self.prompts.source == "trace":
+            data.pop("output_tokens", None)
+        return data
+
+    def _local_rules(self) -> None:
+        """What the local engine cannot do is refused for `local`, and for `auto`, which
+        falls back to it where vLLM is not installed: the same file must mean the same."""
+        local = self.engine in ("local", "auto")
+        might = "the local engine" if self.engine == "local" else "engine auto (it may fall back to the local engine)"
+        if self.local is not None and not local:
+            raise ValueError(f"local: only engine local (or auto) uses it (engine is {self.engine})")
+        if self.precision is not None and not local:
+            raise ValueError(f"precision: engine {self.engine}'s server sets its own dtype (its command or config)")
+        if local and self.extra_body:
+            raise ValueError(f"extra_body: {might} sends no HTTP request; name engine: endpoint or launch")
+        if local and self.api != "completions":
+            raise ValueError(f"api: {might} generates from the prompt text; chat is for endpoint or launch")
+        if local and (self.sweep or self.slo_search):
+            raise ValueError(
+                f"{'sweep' if self.sweep else 'slo_search'}: {might} runs one load; name engine: endpoint or "
+                "launch for a sweep or search"
+            )
+        self._trace_rules()
+
+    def _trace_rules(self) -> None:
+        """A replayed trace is its own load: arrivals, lengths and count come from it."""
+        if self.prompts.source == "trace":
+            load = self.load
+            given = [
+                n for n in ("concurrency", "request_rate", "ramp", "arrival", "seed") if getattr(load, n) is not None
+            ]
+            if given:
+                raise ValueError(f"load.{given[0]}: a trace gives every arrival time; only max_concurrency applies")
+            if "output_tokens" in self.model_fields_set or self.output_tokens_max is not None:
+                # (a trace's serve section is dumped without output_tokens: below)
+                raise ValueError("output_tokens: the trace gives each request's output length")
+            if self.sweep or self.slo_search:
+                raise ValueError(
+                    f"{'sweep' if self.sweep else 'slo_search'}: a trace is one load, replayed as recorded"
+                )
+            from harness.serving.trace import read_trace
+
+            rows = len(read_trace(self.prompts.path))
+            if self.num_requests > rows:
+                raise ValueError(
+                    f"num_requests: {self.num_requests}, but the trace {self.prompts.path} has {rows} requests"
+                )
+
     def _loads_fit(self) -> None:
         """A sweep or search gives the load's rate (or concurrency); the load section the
         rest. Each combination either has one meaning or is refused, naming the field."""
         load, sweep, search = self.load, self.sweep, self.slo_search
         if sweep is not None and search is not None:
             raise ValueError("slo_search: a search picks its own rates; it does not combine with a sweep")
-        if (sweep or search) and self.engine == "local":
-            raise ValueError(
-                f"{'sweep' if sweep else 'slo_search'}: needs a server (engine endpoint or launch); "
-                "the local engine serves one request at a time"
-            )
-        if (
-            self.engine == "local"
-            and (load.concurrency or 1) > 1
-            or self.engine == "local"
-            and (load.max_concurrency or 1) > 1
-        ):
-            raise ValueError(
-                f"load.{'concurrency' if load.concurrency else 'max_concurrency'}: the local engine serves "
-                "one request at a time; use a server (engine endpoint or launch) for more in flight"
-            )
         by_rate = search is not None or (sweep is not None and sweep.axis == "request_rate")
         if by_rate and (load.concurrency is not None or load.request_rate is not None or load.ramp is not None):
             given = "concurrency" if load.concurrency is not None else "request_rate" if load.request_rate else "ramp"
@@ -743,7 +838,8 @@ class ServeSpec(Section):
             for name in ("concurrency", "request_rate", "ramp", "arrival", "max_concurrency"):
                 if getattr(load, name) is not None:
                     raise ValueError(f"load.{name}: a sweep over concurrency is a closed loop; drop it from load")
-        if not by_rate and not load.open_loop and load.max_concurrency is not None:
+        trace = self.prompts.source == "trace"  # its own open loop: the trace's arrivals
+        if not by_rate and not load.open_loop and load.max_concurrency is not None and not trace:
             raise ValueError("load.max_concurrency: caps an open loop; give request_rate or ramp")
         if not by_rate and not load.open_loop and load.arrival is not None:
             raise ValueError(

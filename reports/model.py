@@ -163,6 +163,8 @@ class WorkloadRow:
     row: Any = None
     # Where serve_usd_per_1m comes from: an SLO search's rate within the SLO, or a load as run.
     serve_basis: str = ""
+    # What the serve $ is of where not a production server's (the local engine's).
+    serve_label: str = ""
 
 
 @dataclass
@@ -240,12 +242,28 @@ def _serving_rows(records: list[RunRecord]) -> list[TableRow]:
         TableRow(
             f"{name} · {row.label}",
             row.records,
-            [fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS],
+            _labelled_cost([fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS], row.records),
             row.attrs[factors.ACCELERATOR],
             name,
         )
         for name, row in _serving_groups(records)
     ]
+
+
+SERVE_USD_COLUMN = [h for h, _, _ in SERVE_COLUMNS].index("$/1M out tok")
+
+
+def cost_label(records: list[RunRecord]) -> str:
+    """What a serve $ is of, where not a production server's ("reference engine, ...")."""
+    labels = sorted({r.cost.label for r in records if r.cost is not None and r.cost.label})
+    return "; ".join(labels)
+
+
+def _labelled_cost(cells: list[str], records: list[RunRecord]) -> list[str]:
+    label = cost_label(records)
+    if label:
+        cells[SERVE_USD_COLUMN] = f"{cells[SERVE_USD_COLUMN]} ({label})"
+    return cells
 
 
 def _task_tables(records: list[RunRecord]) -> list[TaskTable]:
@@ -444,9 +462,12 @@ def _w3_extras(scenario: str, a: Row, b: Row, report: Report) -> list[str]:
     if wa and wb:
         ratio = wb.total_usd / wa.total_usd
         word = f"{ratio:.2f}x cheaper" if ratio >= 1 else f"{1 / ratio:.2f}x dearer"
+        labels = sorted({w.serve_label for w in (wa, wb) if w.serve_label})
         out.append(
             f"train + serve workload {word} ({wa.fine_tunes:g} fine-tunes + "
-            f"{wa.served_tokens_millions:g}M served tokens; medians over runs, no interval)"
+            f"{wa.served_tokens_millions:g}M served tokens; medians over runs, no interval"
+            + "".join(f"; serve $ from a {label}" for label in labels)
+            + ")"
         )
     serve = [s for s in report.serving if s.scenario == scenario]
     acc_a, acc_b = a.attrs[factors.ACCELERATOR], b.attrs[factors.ACCELERATOR]
@@ -492,9 +513,10 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
                         per_1m,
                         workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"]),
                         _serve_basis(serves[0], bool(searched)),
+                        cost_label(serves[0].records),
                     )
                 )
-        for row, train_usd, serve_usd, total, basis in found:
+        for row, train_usd, serve_usd, total, basis, label in found:
             rows.append(
                 WorkloadRow(
                     name,
@@ -508,6 +530,7 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
                     row.label,
                     row,
                     basis,
+                    label,
                 )
             )
     return rows

@@ -188,8 +188,8 @@ def markdown(report: Report) -> str:
                     f"{w.fine_tunes:g}",
                     f"{w.served_tokens_millions:g}",
                     f"{w.train_usd:.4g}",
-                    f"{w.serve_usd_per_1m:.4g}",
-                    f"{w.total_usd:.4g}",
+                    f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
+                    f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
                     f"{w.ratio_to_first:.3f}",
                     w.serve_basis,
                 )

@@ -13,6 +13,9 @@ apart a request finds ceil(r S) - 1 others in flight: the SLO TTFT <= a + b K ho
 to the rate (K + 1) / S, which a test can know exactly. GET /stats reports the most
 requests held at once (peak_in_flight), the server's own view of a load's concurrency.
 
+A prefix cache, one word a token: usage.prompt_tokens_details.cached_tokens is the
+longest run of leading words a request shares with any earlier request's prompt.
+
     python tests/fake_openai.py --port 8000 [--delay 0.005] [--fail-every 0] [--drop-every 0]
                                 [--hold S --ttft-base A --ttft-per-request B]
 """
@@ -39,6 +42,16 @@ def make_handler(
     stats: dict | None = None,
 ):
     counter, lock = itertools.count(1), threading.Lock()
+    seen: list[list[str]] = []  # every prompt so far, as words: the fake's prefix cache
+
+    def usage_of(prompt: str, tokens: int) -> dict:
+        words = prompt.split()
+        with lock:
+            cached = max((_shared(words, earlier) for earlier in seen), default=0)
+            seen.append(words)
+        details = {"cached_tokens": cached}
+        return {"prompt_tokens": len(words), "completion_tokens": tokens, "prompt_tokens_details": details}
+
     in_flight = [0]
     stats = stats if stats is not None else {}
     stats["peak_in_flight"] = 0  # the most requests held at once (--hold), for tests
@@ -101,7 +114,7 @@ def make_handler(
                     self.connection.shutdown(2)  # mid-stream, no terminating chunk
                     return
                 time.sleep(delay)
-            usage = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}}
+            usage = {"choices": [], "usage": usage_of(prompt, tokens)}
             self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
@@ -127,13 +140,20 @@ def make_handler(
             finally:
                 with lock:
                     in_flight[0] -= 1
-            usage = {"choices": [], "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": tokens}}
+            usage = {"choices": [], "usage": usage_of(prompt, tokens)}
             self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
     return Handler
+
+
+def _shared(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 class _Server(ThreadingHTTPServer):

@@ -40,3 +40,31 @@ def local_device() -> dict[str, Any]:
 
 
 LAUNCH_ENGINE = launch.engine(export_model, local_device)
+
+
+# vLLM's --dtype for the serve section's precision.
+VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def auto_vllm(scenario, choice: dict[str, Any]):
+    """The scenario with `engine: auto`'s vLLM as its launch section: the precision as
+    --dtype (unstated: bf16 on an accelerator, fp32 on a CPU); on a CPU, eager, a
+    4096-token context and vLLM's CPU settings (a 1 GiB KV cache); on a GPU, vLLM's
+    defaults (compiled, CUDA graphs, the model's own context). Prefix caching on, with
+    cached tokens reported in usage."""
+    from harness.serving import vllm
+    from harness.spec import LaunchSpec
+
+    serve = scenario.serve
+    on_cpu = local_device()["kind"] == "cpu"
+    precision = serve.precision or ("fp32" if on_cpu else "bf16")
+    command = vllm.server_command(
+        choice["vllm_python"] or "",
+        dtype=VLLM_DTYPES[precision],
+        max_model_len=4096 if on_cpu else None,
+        eager=on_cpu,
+        launcher=[choice["vllm_executable"], "serve"] if choice["vllm_executable"] else None,
+    )
+    launch = LaunchSpec(command=tuple(command), model="{model_dir}", env=dict(vllm.CPU_ENV) if on_cpu else {})
+    update = {"engine": "launch", "launch": launch, "local": None, "precision": None}
+    return scenario.model_copy(update={"serve": serve.model_copy(update=update)})

@@ -1,73 +1,102 @@
-"""The in-process serving engine (`serve.engine: local`): transformers `generate` on the
-scenario's model, one request at a time, with a timestamp per generated token. The
-default where no server is available; it produces the same raw records as the HTTP
-client, so every serving metric is computed the same way."""
+"""The in-process serving engine (`serve.engine: local`, and `auto` where vLLM is not
+installed): a small reference server on transformers `generate`, with per-token
+timestamps. It is not a production server (no paged attention, no continuous
+batching), and its $ is labelled so wherever shown.
+
+- KV cache on: the model from `build_model` carries the training config's
+  `use_cache=False`, which generate would inherit (every new token recomputing the
+  whole sequence); serving turns it on explicitly.
+- The serve section's precision: bf16 on an accelerator, fp32 on a CPU, unless stated.
+- Requests in flight as the load says (concurrency, open-loop arrivals, a trace's
+  arrivals, max_concurrency): whenever the engine is free it takes every request sent
+  by then (up to `local.max_batch`), left-pads them into one batch and decodes them
+  together. Measured on 2 CPU cores with tiny Gemma 3 (docs/measurements.md), one
+  padded batch through generate beat transformers' continuous batching
+  (`generate_batch`) many times over, so static batches it is.
+- A request is sent when the load sends it (its arrival; or, with a cap on requests in
+  flight, when a slot frees: a closed loop's client sends its next request as its last
+  one ends) and waits for the batch in progress: that queueing is in its TTFT, as a
+  server's queue would be.
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from backends.hf_common.model import build_model
+from backends.hf_common.model import DTYPES, build_model
 from backends.hf_common.serving import local_device
 from harness.data.tokenizer import load_tokenizer
 from harness.provenance import cpu_name
 from harness.serving.client import RequestRecord, arrival_delays
 from harness.serving.engines import Engine
 from harness.serving.prompts import build_prompts
+from harness.spec import LocalEngineSpec
+
+BATCHING = "static batches: the requests sent by the time the engine is free, left-padded, through generate"
 
 
 class TokenClock:
-    """A generate() streamer that stamps the arrival of every generated token."""
+    """A generate() streamer that stamps every decoding step (one token for each row of
+    the batch); `put` gets the tokens on the host, so each stamp follows the device."""
 
-    def __init__(self, origin: float, record: RequestRecord) -> None:
-        self.origin, self.record, self.prompt_seen = origin, record, False
+    def __init__(self, origin: float) -> None:
+        self.origin, self.steps, self.prompt_seen = origin, [], False
 
     def put(self, value) -> None:
         if not self.prompt_seen:  # generate() first hands over the prompt
             self.prompt_seen = True
             return
-        self.record.chunk_s.append(time.perf_counter() - self.origin)
+        self.steps.append(time.perf_counter() - self.origin)
 
     def end(self) -> None:
         pass
 
 
+@dataclass
+class Request:
+    record: RequestRecord
+    ids: list[int]
+    output_tokens: int
+
+
+def serving_dtype(precision: str | None, device: torch.device) -> torch.dtype:
+    """The serve section's precision; unstated: bf16 on an accelerator, fp32 on a CPU."""
+    return DTYPES[precision or ("fp32" if device.type == "cpu" else "bf16")]
+
+
+def load_model(scenario, device: torch.device, dtype: torch.dtype):
+    model = build_model(scenario)
+    # build_model's config is the training one (use_cache=False): generate would inherit
+    # it and recompute the whole sequence for every token.
+    model.config.use_cache = True
+    model.generation_config.use_cache = True
+    return model.to(device=device, dtype=dtype).eval()
+
+
 def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     spec = scenario.serve
+    options = spec.local or LocalEngineSpec()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = build_model(scenario).to(device).eval()
+    dtype = serving_dtype(spec.precision, device)
+    model = load_model(scenario, device, dtype)
     tok = scenario.data.tokenizer
     handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
-    prompts = build_prompts(scenario, spec.warmup_requests + spec.num_requests)
     warm = spec.warmup_requests
-    delays = [0.0] * warm + arrival_delays(spec.num_requests, spec.load)
-    records = []
-    measured_start = None
-    open_loop = spec.load.open_loop
-    for index, (prompt, delay) in enumerate(zip(prompts, delays)):
-        if index == warm:
-            measured_start = time.perf_counter()
-        arrival = None
-        if measured_start is not None and open_loop:  # a request waits for its arrival time
-            arrival = measured_start + delay
-            time.sleep(max(0.0, arrival - time.perf_counter()))
-        record = RequestRecord(index, index < warm, 0.0)
-        # Open loop: the clock starts at the request's arrival, so the time it queued
-        # behind earlier requests (one at a time here) is in its TTFT and E2EL, as a
-        # server's queue would be. Closed loop: it is sent when the previous one ends.
-        _generate(model, handle, prompt, spec, record, origin, device, arrival)
-        records.append(record)
-        if not record.warmup:
-            events.emit("request", index=index, total=spec.num_requests, error=record.error)
+    prompts = build_prompts(scenario, warm + spec.num_requests)
+    requests = [as_request(i, i < warm, p, handle) for i, p in enumerate(prompts)]
+    engine = LocalEngine(model, handle, spec, options, origin, device)
+    for request in requests[:warm]:  # one at a time, like the HTTP client's warm-up
+        request.record.sent_s = engine.now()
+        engine.decode([request])
+    done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
+    engine.run_load(requests[warm:], measured_delays(prompts[warm:], spec), in_flight_cap(spec), done)
     return {
-        "requests": [r.to_json() for r in records],
-        "server": {
-            "engine": "transformers generate (in process)",
-            "model": scenario.model.preset or scenario.model.path,
-        },
+        "requests": [r.record.to_json() for r in requests],
+        "server": engine.describe(scenario, dtype),
         "accelerator": {
             "kind": device.type,
             "count": 1,
@@ -77,40 +106,141 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     }
 
 
-@torch.no_grad()
-def _generate(
-    model,
-    handle,
-    prompt: dict[str, Any],
-    spec,
-    record: RequestRecord,
-    origin: float,
-    device,
-    arrival: float | None = None,
-) -> None:
-    ids = ([handle.bos_id] if handle.bos_id is not None else []) + handle.encode(prompt["text"])
-    length = prompt["output_tokens"]
-    input_ids = torch.tensor([ids], device=device)
-    record.sent_s = (arrival if arrival is not None else time.perf_counter()) - origin
-    out = model.generate(
-        input_ids=input_ids,
-        attention_mask=torch.ones_like(input_ids),
-        max_new_tokens=length,
-        min_new_tokens=length if spec.force_output_length else None,
-        do_sample=False,
-        streamer=TokenClock(origin, record),
-        pad_token_id=handle.pad_id,
-        eos_token_id=handle.eos_id,
-    )
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    record.end_s = time.perf_counter() - origin
-    record.prompt_tokens, record.output_tokens, record.status = len(ids), int(out.shape[1] - len(ids)), 200
+def as_request(index: int, warmup: bool, prompt: dict[str, Any], handle) -> Request:
+    ids = prompt.get("token_ids")  # a trace's prompt, exact to the token
+    if ids is None:
+        ids = handle.encode(prompt["text"])
+    ids = ([handle.bos_id] if handle.bos_id is not None else []) + list(ids)
+    return Request(RequestRecord(index, warmup, 0.0), ids, prompt["output_tokens"])
+
+
+def measured_delays(prompts: list[dict[str, Any]], spec) -> list[float]:
+    """Each measured request's arrival after the measured phase starts: a trace's, the
+    open loop's draws, or 0 for a closed loop (its clients all start at once)."""
+    if prompts and prompts[0].get("arrival_s") is not None:
+        return [p["arrival_s"] for p in prompts]
+    return arrival_delays(len(prompts), spec.load)
+
+
+def in_flight_cap(spec) -> int | None:
+    """Most requests in flight: a closed loop's concurrency, else max_concurrency."""
+    if spec.prompts.source == "trace":
+        return spec.load.max_concurrency
+    return spec.load.in_flight_limit
+
+
+class LocalEngine:
+    def __init__(self, model, handle, spec, options: LocalEngineSpec, origin: float, device) -> None:
+        self.model, self.handle, self.spec, self.options = model, handle, spec, options
+        self.origin, self.device = origin, device
+        self.batch_sizes: list[int] = []
+
+    def now(self) -> float:
+        return time.perf_counter() - self.origin
+
+    def run_load(self, requests: list[Request], delays: list[float], cap: int | None, on_done) -> None:
+        """Serve `requests` in order: each is sent at max(its arrival, the moment a slot
+        frees under `cap`); whenever the engine is free, every request sent by then (up
+        to max_batch) is decoded as one batch."""
+        start, ends = self.now(), []
+        limit = min(self.options.max_batch, cap or self.options.max_batch)
+
+        def sent_at(k: int) -> float:
+            arrival = start + delays[k]
+            # FIFO slots: request k gets the slot freed by the (k - cap + 1)-th request to end.
+            return max(arrival, sorted(ends)[k - cap]) if cap and k >= cap else arrival
+
+        first = 0
+        while first < len(requests):
+            wait = sent_at(first) - self.now()
+            if wait > 0:
+                time.sleep(wait)
+            last = first + 1
+            while last < len(requests) and last - first < limit and sent_at(last) <= self.now():
+                last += 1
+            batch = requests[first:last]
+            for k, request in enumerate(batch, first):
+                request.record.sent_s = sent_at(k)
+            self.decode(batch)
+            ends += [r.record.end_s for r in batch]
+            for request in batch:
+                on_done(request.record)
+            first = last
+
+    @torch.no_grad()
+    def decode(self, batch: list[Request]) -> None:
+        """One left-padded batch through generate; each row's tokens stamped per step."""
+        self.batch_sizes.append(len(batch))
+        width = max(len(r.ids) for r in batch)
+        pad = self.handle.pad_id
+        rows = [[pad] * (width - len(r.ids)) + r.ids for r in batch]
+        mask = [[0] * (width - len(r.ids)) + [1] * len(r.ids) for r in batch]
+        input_ids = torch.tensor(rows, device=self.device)
+        longest = max(r.output_tokens for r in batch)
+        clock = TokenClock(self.origin)
+        out = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.tensor(mask, device=self.device),
+            max_new_tokens=longest,
+            min_new_tokens=longest if self.spec.force_output_length else None,
+            do_sample=False,
+            use_cache=True,
+            streamer=clock,
+            pad_token_id=pad,
+            eos_token_id=self.handle.eos_id,
+            **self.cache_options(),
+        )
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for row, request in enumerate(batch):
+            count = self.tokens_of(out[row, width:].tolist(), request.output_tokens)
+            record = request.record
+            record.chunk_s = clock.steps[:count]
+            record.end_s = record.chunk_s[-1] if record.chunk_s else self.now()
+            record.prompt_tokens, record.output_tokens, record.status = len(request.ids), count, 200
+
+    def tokens_of(self, generated: list[int], wanted: int) -> int:
+        """The row's own output: its length, or up to and including its end-of-sequence
+        when the length is not forced (rows of a batch end at their own EOS)."""
+        generated = generated[:wanted]
+        if not self.spec.force_output_length and self.handle.eos_id in generated:
+            return generated.index(self.handle.eos_id) + 1
+        return len(generated)
+
+    def cache_options(self) -> dict[str, Any]:
+        """transformers' static cache (preallocated) and its compiled forward, when asked."""
+        if self.options.cache == "dynamic":
+            return {}
+        options: dict[str, Any] = {"cache_implementation": "static", "disable_compile": not self.options.compile}
+        if self.options.compile:
+            from transformers import CompileConfig
+
+            config = CompileConfig(fullgraph=True)
+            # transformers compiles on accelerators only unless told: compile: true means compiled.
+            config._compile_all_devices = True
+            options["compile_config"] = config
+        return options
+
+    def describe(self, scenario, dtype: torch.dtype) -> dict[str, Any]:
+        from backends.hf_common.model import dtype_name
+
+        sizes = self.batch_sizes[self.spec.warmup_requests :]
+        return {
+            "engine": "local",
+            "name": "transformers generate (in process): a reference engine, not a production server",
+            "model": scenario.model.preset or scenario.model.path,
+            "kv_cache": self.options.cache,
+            "compile": self.options.compile,
+            "dtype": dtype_name(dtype),
+            "batching": BATCHING,
+            "max_batch": self.options.max_batch,
+            "batches": {"count": len(sizes), "mean_size": sum(sizes) / len(sizes) if sizes else None, "sizes": sizes},
+        }
 
 
 ENGINE = Engine(
     "local",
     serve_locally,
     local_device,  # never asked: serve_locally reports the device it generated on
-    notes=("local engine: one request at a time (transformers generate), per-token timestamps",),
+    notes=("local engine: requests in flight decoded in static batches (transformers generate), KV cache on",),
 )

@@ -24,6 +24,9 @@ class RequestRecord:
     end_s: float | None = None  # last byte
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
+    # Prompt tokens the server found in its prefix cache (usage.prompt_tokens_details.
+    # cached_tokens); None where the server does not report them.
+    cached_tokens: int | None = None
     status: int | None = None
     error: str | None = None
 
@@ -90,6 +93,8 @@ def _on_line(line: str, record: RequestRecord, origin: float) -> None:
     if usage:
         record.prompt_tokens = usage.get("prompt_tokens")
         record.output_tokens = usage.get("completion_tokens")
+        details = usage.get("prompt_tokens_details") or {}
+        record.cached_tokens = details.get("cached_tokens")
 
 
 async def run_load(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_done=None) -> list[RequestRecord]:
@@ -129,12 +134,15 @@ async def measure(
     origin: float,
     on_done=None,
     deadline: float | None = None,
+    delays: list[float] | None = None,
 ) -> list[RequestRecord]:
-    """`count` measured requests (indices from `first`) under `load`. With a deadline
-    (seconds on the `origin` clock), requests still unfinished then are cut short and
-    those not yet sent are not sent: both are errors that say so."""
+    """`count` measured requests (indices from `first`) under `load`, or at `delays` (a
+    trace's arrivals; `load.max_concurrency` still caps them). With a deadline (seconds
+    on the `origin` clock), requests still unfinished then are cut short and those not
+    yet sent are not sent: both are errors that say so."""
     records = [RequestRecord(first + i, False, 0.0) for i in range(count)]
-    gate = asyncio.Semaphore(load.in_flight_limit) if load.in_flight_limit else None
+    limit = load.max_concurrency if delays is not None else load.in_flight_limit
+    gate = asyncio.Semaphore(limit) if limit else None
 
     async def one(record: RequestRecord, delay: float) -> None:
         await asyncio.sleep(delay)
@@ -147,7 +155,8 @@ async def measure(
         if on_done:
             on_done(record)
 
-    work = asyncio.gather(*(one(r, d) for r, d in zip(records, arrival_delays(count, load))))
+    delays = arrival_delays(count, load) if delays is None else delays
+    work = asyncio.gather(*(one(r, d) for r, d in zip(records, delays)))
     if deadline is None:
         await work
         return records

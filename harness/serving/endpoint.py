@@ -37,8 +37,15 @@ def over_http(scenario, base_url: str, model: str | None, events, origin: float)
     bodies = [request_body(spec.api, server["model"], p, spec) for p in prompts]
     url = f"{server['base_url']}/{'chat/completions' if spec.api == 'chat' else 'completions'}"
     done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
-    facts = asyncio.run(drive(url, bodies, spec, origin, done))
+    facts = asyncio.run(drive(url, bodies, spec, origin, done, trace_delays(prompts, spec.warmup_requests)))
     return {**facts, "server": server, "prompts": describe_prompts(prompts)}
+
+
+def trace_delays(prompts: list[dict[str, Any]], warmup: int) -> list[float] | None:
+    """A replayed trace's arrivals for the measured requests (None: the load decides)."""
+    if not prompts or "arrival_s" not in prompts[-1]:
+        return None
+    return [p["arrival_s"] for p in prompts[warmup:]]
 
 
 def describe_prompts(prompts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import shutil
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable
@@ -82,3 +84,53 @@ def get(name: str) -> Engine:
         module, _, attribute = _TARGETS[name].partition(":")
         _LOADED[name] = getattr(importlib.import_module(module), attribute)
     return _LOADED[name]
+
+
+# ------------------------------------------------------------------ engine: auto
+LOCAL_LABEL = "reference engine, not a production server"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The engine that serves a scenario, and why: `engine: auto` resolved on this machine
+    (vLLM launched in its own environment where installed, else the local engine)."""
+
+    engine: str  # a registered engine's name
+    reason: str
+    # auto's vLLM: the Python that has it, or the `vllm` executable; else both None.
+    vllm_python: str | None = None
+    vllm_executable: str | None = None
+
+    @property
+    def label(self) -> str:
+        """How the engine that ran is named in records and reports."""
+        if self.vllm_python or self.vllm_executable:
+            return "vllm (launch)"
+        return f"local ({LOCAL_LABEL})" if self.engine == "local" else self.engine
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "engine": self.engine,
+            "ran": self.label,
+            "reason": self.reason,
+            "vllm_python": self.vllm_python,
+            "vllm_executable": self.vllm_executable,
+        }
+
+
+def choose(spec, environ=None) -> Choice:
+    """The engine for a serve section. `auto`: BENCH_VLLM_PYTHON (a Python with vLLM),
+    then `vllm` on PATH, else the local engine; a BENCH_VLLM_PYTHON that does not exist
+    is refused, never passed over."""
+    if spec.engine != "auto":
+        return Choice(spec.engine, f"engine: {spec.engine} (the scenario names it)")
+    environ = os.environ if environ is None else environ
+    python = environ.get("BENCH_VLLM_PYTHON")
+    if python:
+        if not os.access(python, os.X_OK):
+            raise BenchError(f"BENCH_VLLM_PYTHON: {python} is not an executable Python (engine auto would launch vLLM)")
+        return Choice("launch", f"engine auto: vLLM's Python BENCH_VLLM_PYTHON={python}", vllm_python=python)
+    found = shutil.which("vllm", path=environ.get("PATH"))
+    if found:
+        return Choice("launch", f"engine auto: vLLM on PATH ({found})", vllm_executable=found)
+    return Choice("local", "engine auto: no vLLM here (BENCH_VLLM_PYTHON unset, no `vllm` on PATH)")

@@ -33,7 +33,10 @@ def point_load(spec, value):
     return spec.load.model_copy(update={axis: value})
 
 
-async def drive(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_done=None) -> dict[str, Any]:
+async def drive(
+    url: str, bodies: list[dict[str, Any]], spec, origin: float, on_done=None, delays: list[float] | None = None
+) -> dict[str, Any]:
+    """`delays`: a trace's arrival times for the measured requests (else the load's)."""
     loads = [point_load(spec, v) for v in spec.sweep.values] if spec.sweep else []
     if spec.slo_search:
         loads = [point_load(spec, spec.slo_search.high)]
@@ -46,7 +49,7 @@ async def drive(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_
             facts["slo_search"] = await _search(client, url, bodies, spec, origin, on_done)
         else:
             measured = await measure(
-                client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done
+                client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done, None, delays
             )
             facts["requests"] += [r.to_json() for r in measured]
         return facts

@@ -37,10 +37,47 @@ _WORDS = (
 def build_prompts(scenario, count: int) -> list[dict[str, Any]]:
     """`count` prompts: {"text": for /completions, "messages": for /chat/completions,
     "output_tokens": the length this request asks for}."""
+    if scenario.serve.prompts.source == "trace":
+        return trace_prompts(scenario, count)
     prompts = _inputs(scenario, count)
     for prompt, length in zip(prompts, output_lengths(scenario.serve, count)):
         prompt["output_tokens"] = length
     return prompts
+
+
+def trace_prompts(scenario, count: int) -> list[dict[str, Any]]:
+    """The trace's requests, exact to the token in the project's tokenizer ("token_ids",
+    which the local engine feeds as they are; a server re-tokenizes the text): warm-up
+    requests first, the shape of the trace's first rows but their own text (a prefix
+    cache must not be primed by them), then the trace's first num_requests rows, each
+    with its arrival ("arrival_s", seconds after the measured phase starts). Rows that
+    share a Mooncake block id share that block's text."""
+    from harness.data.tokenizer import load_tokenizer
+    from harness.serving.trace import BLOCK_TOKENS, read_trace
+
+    spec, tok = scenario.serve, scenario.data.tokenizer
+    handle, rows = load_tokenizer(tok.kind, tok.vocab_size, tok.path), read_trace(spec.prompts.path)
+    warm = spec.warmup_requests
+    out = []
+    for i in range(count):
+        row, salt = (rows[i % len(rows)], "warm-up") if i < warm else (rows[i - warm], "trace")
+        if row.blocks:
+            pieces = [_token_ids(handle, f"{salt}-{spec.prompts.seed}-block-{b}", BLOCK_TOKENS) for b in row.blocks]
+            ids = [t for piece in pieces for t in piece][: row.input_tokens]
+        else:
+            ids = _token_ids(handle, f"{salt}-{spec.prompts.seed}-row-{i}", row.input_tokens)
+        text = handle.tokenizer.decode(ids)
+        prompt = {"text": text, "messages": [{"role": "user", "content": text}], "token_ids": ids}
+        prompt.update(output_tokens=row.output_tokens, arrival_s=None if i < warm else row.arrival_s)
+        out.append(prompt)
+    return out
+
+
+def _token_ids(handle, seed: str, length: int) -> list[int]:
+    """`length` token ids of seeded random words (every word is at least one token)."""
+    ids = handle.encode(_words(random.Random(seed), length))
+    assert len(ids) >= length, "a word encodes to at least one token"
+    return ids[:length]
 
 
 def output_lengths(serve, count: int) -> list[int]:

@@ -18,19 +18,25 @@ def declared_accelerator(text: str) -> dict[str, Any]:
     return {"kind": "declared", "name": fleet.accelerator, "count": fleet.chips, "catalog_key": fleet.accelerator}
 
 
-def execute_serve(scenario, events) -> dict[str, Any]:
+def execute_serve(scenario, events, choice: dict[str, Any]) -> dict[str, Any]:
+    """`choice`: engines.Choice.to_json(), made in the parent (the engine auto chose)."""
     started_at, origin = time.time(), time.perf_counter()
+    if choice["vllm_python"] or choice["vllm_executable"]:
+        from backends.hf_common.serving import auto_vllm
+
+        scenario = auto_vllm(scenario, choice)
     spec = scenario.serve
-    engine = engines.get(spec.engine)
-    events.phase(f"serve ({spec.engine})")
+    engine = engines.get(choice["engine"])
+    events.phase(f"serve ({choice['ran']})")
     result = engine.serve(scenario, events, origin)
+    result["server"] = {**result["server"], "chosen": choice}
     accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else result.pop("accelerator", None)
     if accelerator is None:
         accelerator = engine.accelerator()
     return {
         "task": "serve",
         "started_at": started_at,
-        "engine": spec.engine,
+        "engine": choice["engine"],
         **result,
         "accelerator": accelerator,
         "versions": {"python": sys.version.split()[0], **result.pop("versions", {})},

@@ -36,29 +36,37 @@ _CLI_SHIM = (
 
 
 def server_command(
-    python: str, dtype: str = "float32", max_model_len: int = 1024, eager: bool = True, prefix_caching: bool = True
+    python: str,
+    dtype: str = "float32",
+    max_model_len: int | None = 1024,
+    eager: bool = True,
+    prefix_caching: bool = True,
+    launcher: list[str] | None = None,
 ) -> list[str]:
     """The OpenAI-compatible server as a launch command, with bench's placeholders
     (`{model_dir}`, `{port}`). `--enforce-eager` skips torch.compile warm-up (the start
     is what a test waits for; a benchmark of a GPU server should leave it off). Without
     prefix caching, two clients sending the same prompts one after the other both pay
-    the prefill (with it, the second would find every prompt cached)."""
+    the prefill (with it, the second would find every prompt cached); with it, usage
+    reports the prompt tokens found in the cache (`--enable-prompt-tokens-details`:
+    usage.prompt_tokens_details.cached_tokens). `launcher`: how vLLM is started (a
+    `vllm` executable: [path, "serve"]); default `python -m` its API server module.
+    `max_model_len` None: the model's own."""
+    # `vllm serve` takes the model as its positional argument; the module, as --model.
+    start = [*launcher, "{model_dir}"] if launcher else [python, "-m", "vllm.entrypoints.openai.api_server"]
     command = [
-        python,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        "{model_dir}",
+        *start,
+        *([] if launcher else ["--model", "{model_dir}"]),
         "--host",
         "127.0.0.1",
         "--port",
         "{port}",
         "--dtype",
         dtype,
-        "--max-model-len",
-        str(max_model_len),
     ]
-    return command + (["--enforce-eager"] if eager else []) + ([] if prefix_caching else ["--no-enable-prefix-caching"])
+    command += ["--max-model-len", str(max_model_len)] if max_model_len is not None else []
+    command += ["--enforce-eager"] if eager else []
+    return command + (["--enable-prompt-tokens-details"] if prefix_caching else ["--no-enable-prefix-caching"])
 
 
 def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:

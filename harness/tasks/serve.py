@@ -44,6 +44,9 @@ class ServeMetrics(BaseModel):
     output_tok_s_per_user: float | None = None
     output_tok_s_per_chip: float | None = None
     slo_search: dict[str, Any] | None = None  # an SLO search's probes and answer
+    # Prefix cache (harness.metrics.prefix_cache_hits): None where the server did not say.
+    cached_prompt_tokens: int | None = None
+    cached_prompt_fraction: float | None = None
 
 
 class ServeCost(BaseModel):
@@ -53,6 +56,8 @@ class ServeCost(BaseModel):
     chips: int
     price: Price
     basis: str | None = None  # an SLO search's: the rate the $ is at
+    # What the $ is of, where it is not a production server's (the local engine's).
+    label: str | None = None
 
 
 REPORT_COLUMNS: list[Column] = [
@@ -81,8 +86,10 @@ GATE_METRICS: dict[str, GateMetric] = {
 class ServeTask(Task):
     # ------------------------------------------------------------------ planning, naming
     def backend_label(self, run, backend: str) -> str:
-        """The engine serves, not the chosen training backend: `serve-<engine>`."""
-        return f"serve-{run.scenario.serve.engine}"
+        """The engine serves, not the chosen training backend: `serve-<engine>`, the one
+        that runs (auto's choice: `serve-local`, or `serve-vllm` for its vLLM)."""
+        choice = engines.choose(run.scenario.serve)
+        return "serve-vllm" if choice.vllm_python or choice.vllm_executable else f"serve-{choice.engine}"
 
     def accelerator_key(self, scenario, measured: str) -> str:
         """The server's declared accelerator, where the scenario names one."""
@@ -98,8 +105,8 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ worker
     def job_fields(self, run) -> dict[str, Any]:
-        name = run.scenario.serve.engine
-        return {"engine": name, "engine_target": engines.target(name)}
+        choice = engines.choose(run.scenario.serve)
+        return {"engine": choice.engine, "engine_target": engines.target(choice.engine), "choice": choice.to_json()}
 
     def prepare_worker(self, job: dict[str, Any]) -> None:
         # A plug-in engine registered in the parent reaches the worker by name.
@@ -108,7 +115,7 @@ class ServeTask(Task):
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
         from harness.serving.run import execute_serve
 
-        return execute_serve(scenario, events)
+        return execute_serve(scenario, events, job["choice"])
 
     # ------------------------------------------------------------------ record
     def fill(self, record: dict[str, Any], run, plan, catalog: dict[str, Any]) -> dict[str, Any] | None:
@@ -121,11 +128,14 @@ class ServeTask(Task):
         if metrics["num_completed"] == 0:
             return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
         record["cost"] = cost
+        if cost is not None and record["raw"].get("engine") == "local":
+            cost["label"] = engines.LOCAL_LABEL
         return None
 
     # ------------------------------------------------------------------ terminal
     def progress_where(self, run, chosen) -> str:
-        return f"serving via [green]{run.scenario.serve.engine}[/green]"
+        choice = engines.choose(run.scenario.serve)
+        return f"serving via [green]{choice.label}[/green]: {choice.reason}"
 
     def progress_total(self, run) -> int:
         return run.scenario.serve.num_requests
@@ -178,9 +188,17 @@ def serving_table(record: RunRecord) -> Table:
         "",
         "",
     )
+    chosen = server.get("chosen")
+    if chosen:
+        table.add_row("engine", Text(f"{chosen['ran']}: {chosen['reason']}"), "", "", "")
+    if m.cached_prompt_tokens is not None:
+        table.add_row(
+            "cached prompt tokens, fraction", str(m.cached_prompt_tokens), fmt(m.cached_prompt_fraction, ".3f"), "", ""
+        )
     if c:
         p = c.price
-        table.add_row("$/1M output tokens", fmt(c.usd_per_1m_output_tokens, ".4g"), "", "", "")
+        label = f" ({c.label})" if c.label else ""
+        table.add_row("$/1M output tokens", Text(fmt(c.usd_per_1m_output_tokens, ".4g") + label), "", "", "")
         table.add_row("price", Text(f"${p.usd_per_chip_hour}/chip-h x {c.chips} ({p.source}, {p.date})"), "", "", "")
     return table
 

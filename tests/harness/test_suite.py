@@ -27,6 +27,7 @@ def test_the_accelerator_suite_resolves_every_entry_here():
         "torchax",
         "jax-tunix",
         "torch",
+        "torch",
         "gpu-fsdp",
         "jax-tunix",
     ]

@@ -530,3 +530,31 @@ def test_the_output_format_is_the_extension_and_others_are_refused(matrix_result
         done = bench("report", str(matrix_results), *args)
         assert done.returncode == 2 and needle in done.stderr and not list(tmp_path.glob("r.*"))
     assert report(matrix_results, tmp_path / "r.md").startswith("# bench report")
+
+
+def test_a_serve_dollar_from_the_local_engine_is_labelled_wherever_the_report_shows_it():
+    """The local engine's $ (cost.label, set when the local engine served) says "reference
+    engine, not a production server" in the serving table, the workload's $/1M and its
+    total; a server's $ (no label) says nothing of the kind."""
+    from reports.model import build as build_report
+    from reports.render import markdown
+
+    workload = {"fine_tunes": 1, "fine_tune_tokens_millions": 0.9, "served_tokens_millions": 100}
+    label = "reference engine, not a production server"
+    tables = {}
+    for labelled in (True, False):
+        train = make_record([0.5] * 4)
+        serve = make_record([0.5] * 4)
+        cost = {"usd_per_1m_output_tokens": 3.0, "chips": 1, "price": train["cost"]["price"]}
+        cost["label"] = label if labelled else None
+        serve.update(task="serve", cost=cost, metrics=copy.deepcopy(SERVE_METRICS))
+        for r in (train, serve):
+            r["scenario"]["resolved"]["workload"] = workload
+        tables[labelled] = markdown(build_report([train, serve]))
+    text = tables[True]
+    serving = text.split("## Serving", 1)[1].split("\n## ", 1)[0]
+    assert f"3 ({label})" in serving
+    section = text.split("## Train + serve workload", 1)[1].split("\n## ", 1)[0]
+    workload_rows = [line for line in section.splitlines() if "|" in line][2:]
+    assert workload_rows and all(f"3 ({label})" in row and f"(serve $ from a {label})" in row for row in workload_rows)
+    assert label not in tables[False]

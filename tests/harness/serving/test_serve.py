@@ -4,6 +4,7 @@ in-process engine."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -157,7 +158,12 @@ def test_local_engine_stamps_every_generated_token(tmp_path):
     check_definitions(record)
 
 
-def test_gemma270m_serve_section_runs_on_the_cpu_with_the_local_engine(tmp_path):
+def test_gemma270m_serve_section_runs_on_a_cpu_without_vllm_and_says_which_engine_and_why(tmp_path):
+    """`bench run scenarios/gemma270m.yaml` where vLLM is not installed (BENCH_VLLM_PYTHON
+    unset, no `vllm` on PATH): engine auto serves with the local engine and says so, and
+    why, in the terminal and the record; its $ is labelled a reference engine's."""
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_VLLM_PYTHON"}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not os.path.exists(f"{p}/vllm"))
     done = bench(
         "run",
         "scenarios/gemma270m.yaml",
@@ -166,9 +172,17 @@ def test_gemma270m_serve_section_runs_on_the_cpu_with_the_local_engine(tmp_path)
         "--no-progress",
         "--set",
         "tasks=[serve]",
+        env=env,
     )
     assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "serving via local (reference engine, not a production server): engine auto: no vLLM here" in said
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "ok" and record["scenario"]["profile"]["name"] == "cpu"
-    assert record["raw"]["engine"] == "local"
+    assert record["raw"]["engine"] == "local" and record["backend"]["name"] == "serve-local"
+    assert record["server"]["chosen"]["ran"] == "local (reference engine, not a production server)"
+    assert record["server"]["dtype"] == "fp32" and record["server"]["kv_cache"] == "dynamic"
+    assert record["cost"] is None or record["cost"]["label"] == "reference engine, not a production server"
+    shown = bench("show", str(tmp_path / "r"), env={**env, "COLUMNS": "400"})  # no wrapped cells
+    assert "engine auto: no vLLM here" in " ".join(shown.stdout.split())
     check_definitions(record)

@@ -389,11 +389,6 @@ def test_an_open_loops_seed_is_used_and_is_0_when_not_given():
     assert arrival_delays(5, LoadSpec(request_rate=2)) != arrival_delays(5, LoadSpec(request_rate=2, seed=5))
 
 
-def test_the_local_engine_refuses_more_than_one_request_in_flight():
-    with pytest.raises(SpecError, match="load.concurrency"):
-        validate({"name": "x", "serve": {"engine": "local", "load": {"concurrency": 4}}}, "s.yaml")
-
-
 # --------------------------------------------------------------------------- prompts
 def scenario_with(prompts: dict) -> Scenario:
     from harness.loader import document_from_text

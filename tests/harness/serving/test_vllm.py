@@ -4,7 +4,8 @@ tokenizer on 127.0.0.1. One server for the module (the engine takes ~50 s to sta
 two cores): bench's client at concurrency 1 and 4 with ignore_eos forcing the output
 length, the metric definitions recomputed from the raw timestamps, and `vllm bench
 serve` against the same server with the same prompts as an independent cross-check,
-and a three-point request-rate sweep against it. One more run starts vLLM through
+a three-point request-rate sweep against it, a 20-request trace replayed at its arrival
+times, and prefix-cache hits read from its usage (prefix caching on for the module). One more run starts vLLM through
 `engine: launch` and checks it is gone afterwards; and a run killed at its time limit
 must not leave its launched server behind."""
 
@@ -58,13 +59,13 @@ def scenario_text(serve: dict) -> str:
     return MODEL + yaml.safe_dump({"tasks": ["serve"], "serve": serve}, sort_keys=False)
 
 
-def launch_block(marker: str) -> dict:
+def launch_block(marker: str, prefix_caching: bool = False) -> dict:
     """vLLM through `engine: launch`; the marker, inherited by every process the server
     starts, finds them afterwards whatever their names."""
     return {
         "engine": "launch",
         "launch": {
-            "command": vllm.server_command(VLLM_PYTHON, prefix_caching=False),
+            "command": vllm.server_command(VLLM_PYTHON, prefix_caching=prefix_caching),
             "model": "{model_dir}",
             "env": {**vllm.CPU_ENV, "BENCH_TEST_MARKER": marker},
             "health_timeout_s": 300,
@@ -96,10 +97,14 @@ def gone_within(marker: str, seconds: float) -> list[int]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """One vLLM server for the module, started and stopped by the harness's launch code;
-    stopped whatever the tests do (a failing test included), and checked gone."""
+    stopped whatever the tests do (a failing test included), and checked gone. Prefix
+    caching on, with cached tokens in usage (the prefix-cache test reads them); the
+    tests that send the same prompts twice reset the cache first (dev mode's endpoint)."""
     vllm_or_skip()
     work, marker = tmp_path_factory.mktemp("vllm"), uuid.uuid4().hex
-    path = write_scenario(work, scenario_text(launch_block(marker)), "launch.yaml")
+    block = launch_block(marker, prefix_caching=True)
+    block["launch"]["env"]["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache
+    path = write_scenario(work, scenario_text(block), "launch.yaml")
     launched = LaunchedServer(validate(read_document(str(path)), str(path)), work, export_model)
     with launched:
         yield launched
@@ -109,10 +114,19 @@ def server(tmp_path_factory):
 _records: dict[int, tuple[dict, Path]] = {}
 
 
+def reset_prefix_cache(server) -> None:
+    """Every prompt pays its prefill again: runs that reuse the prompts measure alike."""
+    import httpx
+
+    reply = httpx.post(server.base_url.rsplit("/v1", 1)[0] + "/reset_prefix_cache", timeout=30)
+    assert reply.status_code == 200, reply.text
+
+
 def endpoint_run(server, tmp_path_factory, concurrency: int) -> tuple[dict, Path]:
     """bench's client against the module's server at this concurrency (run once): the
     record and the scenario file."""
     if concurrency not in _records:
+        reset_prefix_cache(server)
         work = tmp_path_factory.mktemp(f"c{concurrency}")
         block = {"engine": "endpoint", "endpoint": {"base_url": server.base_url}, "load": {"concurrency": concurrency}}
         path = write_scenario(work, scenario_text(block))
@@ -218,6 +232,7 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
         WARMUP,
         work,
     )
+    reset_prefix_cache(server)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **vllm.CPU_ENV})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     theirs = vllm.read_bench_serve(work / "vllm-bench.json")
@@ -235,6 +250,72 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
     out = os.environ.get("BENCH_VLLM_CROSSCHECK_OUT")
     if out:
         Path(out).write_text(json.dumps({"side_by_side": side_by_side, "bench": ours, "vllm": theirs["raw"]}, indent=1))
+
+
+def test_a_20_request_trace_is_replayed_against_vllm_at_its_arrival_times(server, tmp_path):
+    """A bursty 20-request trace (Mooncake format, ms): every request is sent within 50
+    ms of its recorded arrival (from the first measured request), every answer the
+    trace's output length by vLLM's usage, every prompt the trace's length give or take
+    a merge where the text was cut."""
+    gaps = [0, 10, 10, 400, 20, 20, 300, 0, 0, 250, 50, 50, 50, 200, 10, 10, 350, 40, 40, 40]
+    times, t = [], 5000
+    for gap in gaps:
+        t += gap
+        times.append(t)
+    rows = [{"timestamp": ms, "input_length": 24 + 2 * i, "output_length": 4} for i, ms in enumerate(times)]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    block = {
+        "engine": "endpoint",
+        "endpoint": {"base_url": server.base_url},
+        "prompts": {"source": "trace", "path": str(trace)},
+        "num_requests": 20,
+        "warmup_requests": 1,
+    }
+    serve = {"tasks": ["serve"], "serve": block}
+    path = write_scenario(tmp_path, MODEL + yaml.safe_dump(serve, sort_keys=False))
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(tmp_path / "r")
+    (record,) = records_in(tmp_path / "r")
+    measured = sorted((r for r in record["raw"]["requests"] if not r["warmup"]), key=lambda r: r["index"])
+    assert len(measured) == 20 and all(r["error"] is None for r in measured)
+    offsets = [r["sent_s"] - measured[0]["sent_s"] for r in measured]
+    expected = [(ms - times[0]) / 1e3 for ms in times]
+    late = max(abs(a - b) for a, b in zip(offsets, expected))
+    print(f"trace replay against vLLM: worst arrival error {late * 1e3:.1f} ms")
+    assert late < 0.05, [(round(a, 4), b) for a, b in zip(offsets, expected)]
+    assert [r["output_tokens"] for r in measured] == [4] * 20  # vLLM's usage
+    assert all(abs(r["prompt_tokens"] - row["input_length"]) <= 3 for r, row in zip(measured, rows))
+
+
+def test_cached_prompt_tokens_come_from_vllms_usage_with_a_shared_prefix(server, tmp_path):
+    """Prefix caching on, two shared prefixes of ~200 tokens, one request at a time: a
+    request whose prefix was sent before has cached prompt tokens in vLLM's usage (whole
+    blocks of its prefix), one whose prefix is new has none; the record's total and
+    fraction are those per-request counts summed."""
+    reset_prefix_cache(server)
+    block = {
+        "engine": "endpoint",
+        "endpoint": {"base_url": server.base_url},
+        "prompts": {"source": "shared-prefix", "prefix_words": 200, "num_prefixes": 2, "input_words": 8, "seed": 7},
+        "output_tokens": 4,
+        "num_requests": 6,
+        "warmup_requests": 1,
+        "load": {"concurrency": 1},
+    }
+    path = write_scenario(tmp_path, MODEL + yaml.safe_dump({"tasks": ["serve"], "serve": block}, sort_keys=False))
+    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(tmp_path / "r")
+    (record,) = records_in(tmp_path / "r")
+    measured = sorted((r for r in record["raw"]["requests"] if not r["warmup"]), key=lambda r: r["index"])
+    # vLLM leaves prompt_tokens_details out when nothing was cached: None here, 0 in the sums
+    cached = [r["cached_tokens"] or 0 for r in measured]
+    print("vLLM cached prompt tokens per request:", cached, [r["prompt_tokens"] for r in measured])
+    # request 1 brings prefix 1 (the warm-up had prefix 0); every later one's prefix was seen
+    assert cached[0] < 16 and all(100 <= c < r["prompt_tokens"] for c, r in zip(cached[1:], measured[1:])), cached
+    m = record["metrics"]
+    assert m["cached_prompt_tokens"] == sum(cached)
+    assert m["cached_prompt_fraction"] == pytest.approx(sum(cached) / sum(r["prompt_tokens"] for r in measured))
 
 
 def test_launch_mode_starts_vllm_measures_and_stops_it(tmp_path):
