@@ -80,17 +80,15 @@ def unique_graphs() -> int:
 
 
 def compile_seconds() -> float:
-    """Dynamo's own timers: each frame's compilation (tracing, AOT autograd, the forward
-    backend compile and, under dynamic shapes, the backward too) plus the backward
-    compiles that happen lazily at the first backward of a graph. A backward compiled
-    inside a frame's compilation is already in that frame's time: counted once."""
+    """Dynamo's own timers: each frame's compilation (`_compile.compile_inner`: tracing,
+    AOT autograd, the forward's backend compile and, for a dynamic-shape graph, the
+    backward's too) plus each backward compiled lazily at a graph's first backward
+    (`backward._backward_impl`, static shapes). Adding every `bw_compiler` timing instead
+    would count a dynamic graph's backward twice: it runs inside compile_inner."""
     from torch._dynamo.utils import compilation_time_metrics
 
     frames = sum(compilation_time_metrics.get("_compile.compile_inner", []))
-    lazy_backward = sum(
-        sum(times) for key, times in compilation_time_metrics.items() if key.endswith("bw_compiler") and "lazy" in key
-    )
-    return frames + lazy_backward
+    return frames + sum(compilation_time_metrics.get("backward._backward_impl", []))
 
 
 def compile_cache(options) -> dict[str, Any] | None:
