@@ -131,8 +131,9 @@ def test_a_record_the_writer_builds_is_a_run_record():
 def test_schema_1_records_report_as_they_did(tmp_path):
     """The report of the migrated records is the schema-1 readers' report, byte for byte
     (tests/fixtures/records_v1/report.md and .csv, made by main at 47637bb); the CSV has
-    three more columns, the serve figures added since, derived from the records' raw
-    requests (harness.migrations), and the golden's columns are unchanged."""
+    five more columns, the serve figures added since: three derived from the records' raw
+    requests (harness.migrations), and the cached prompt tokens, which no schema-1 server
+    reported (empty); the golden's columns are unchanged."""
     import io
 
     import pandas as pd
@@ -145,7 +146,14 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     golden = pd.read_csv(V1 / "report.csv", dtype=str, keep_default_na=False)
     today = pd.read_csv(io.StringIO(csv(report)), dtype=str, keep_default_na=False)
     added = [c for c in today.columns if c not in golden.columns]
-    assert added == ["slo_at_percentile", "output_tok_s_per_user", "output_tok_s_per_chip"]
+    assert added == [
+        "slo_at_percentile",
+        "output_tok_s_per_user",
+        "output_tok_s_per_chip",
+        "cached_prompt_tokens",
+        "cached_prompt_fraction",
+    ]
+    assert set(today["cached_prompt_tokens"]) == set(today["cached_prompt_fraction"]) == {""}
     assert today[list(golden.columns)].to_csv(index=False) == golden.to_csv(index=False)
     serve = today[today["task"] == "serve"] if "task" in today.columns else today[today["backend"] == "serve-local"]
     assert serve["output_tok_s_per_chip"].tolist() == serve["output_throughput_tok_s"].tolist()  # one chip
