@@ -187,3 +187,40 @@ def test_a_fleet_that_is_not_one_is_refused(text, message):
 def test_a_speedup_must_be_positive_and_finite(speedup):
     with pytest.raises(SpecError, match="--speedup"):
         cost_ratio(speedup, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), load_catalog())
+
+
+@pytest.fixture
+def round_prices(tmp_path):
+    """Round prices laid over the catalog, so every figure below is checkable by hand."""
+    path = tmp_path / "prices.yaml"
+    path.write_text(
+        'tpu-v5p: {on_demand: 4.0, spot: 1.0, source: "test", date: "2026-11"}\n'
+        'h100-sxm: {on_demand: 3.0, spot: 2.0, source: "test", date: "2026-11"}\n'
+    )
+    return load_catalog(path)
+
+
+@pytest.mark.parametrize("b_chips, break_even", [(1, 10.0), (2, 5.0), (4, 2.5)])
+def test_break_even_is_the_b_chip_price_at_which_a_job_costs_the_same(round_prices, b_chips, break_even):
+    """4 v5p chips at $4 = $16/h run a job in T; b's chips at price p take 1.6 T, so the
+    same cost needs b_chips x p x 1.6 = 16: p = 10 / b_chips. Priced at it, the ratio is 1."""
+    b = parse_fleet(f"h100-sxm:{b_chips}")
+    result = cost_ratio(1.6, parse_fleet("v5p-8"), b, round_prices)
+    assert result["break_even_usd_per_chip_hour_b"] == pytest.approx(break_even)
+    assert result["usd_per_hour_a"] == 16.0 and result["usd_per_hour_b"] == pytest.approx(3.0 * b_chips)
+    assert result["price_ratio"] == pytest.approx(16.0 / (3.0 * b_chips))
+    assert result["cost_ratio"] == pytest.approx(16.0 / (1.6 * 3.0 * b_chips))
+    at_break_even = {**round_prices, "h100-sxm": {**round_prices["h100-sxm"], "on_demand": break_even}}
+    assert cost_ratio(1.6, parse_fleet("v5p-8"), b, at_break_even)["cost_ratio"] == pytest.approx(1.0)
+
+
+def test_bench_cost_prints_the_break_even_for_side_bs_chip_count(tmp_path):
+    prices = tmp_path / "p.yaml"
+    prices.write_text(
+        'tpu-v5p: {on_demand: 4.0, source: "test", date: "2026-11"}\n'
+        'h100-sxm: {on_demand: 3.0, source: "test", date: "2026-11"}\n'
+    )
+    done = bench("cost", "--speedup", "1.6", "--a", "v5p-8", "--b", "h100-sxm:4", "--prices", str(prices))
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "Break-even: h100-sxm at $2.50/chip-hour." in text  # 16 / 1.6 / 4 chips

@@ -66,6 +66,34 @@ def test_percentile_matches_numpy():
         assert metrics.percentile(values, q) == pytest.approx(np.percentile(values, q))
 
 
+def test_step_time_summary_matches_numpy_and_statistics():
+    """Every statistic of the steady steps' times, each against numpy's own definition:
+    ten distinct times, so p90, p99 and max are three different numbers."""
+    times = [0.31, 0.12, 0.55, 0.18, 0.27, 0.92, 0.44, 0.21, 0.36, 0.15]
+    data = raw([2.0] + times, ["warmup"] + ["measure"] * len(times))
+    got = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, LORA)["step_time_s"]
+    expected = {
+        "median": np.median(times),
+        "p90": np.percentile(times, 90),
+        "p99": np.percentile(times, 99),
+        "mean": np.mean(times),
+        "stdev": np.std(times, ddof=1),  # the sample standard deviation
+        "min": 0.12,
+        "max": 0.92,
+    }
+    assert {k: got[k] for k in expected} == pytest.approx(expected) and got["n"] == 10
+    assert metrics.summary([0.4]) == {
+        "median": 0.4,
+        "p90": 0.4,
+        "p99": 0.4,
+        "mean": 0.4,
+        "stdev": 0.0,
+        "min": 0.4,
+        "max": 0.4,
+        "n": 1,
+    }
+
+
 def test_warmup_steps_are_excluded_from_statistics():
     data = raw([9.0, 8.0, 1.0, 1.2, 1.1], ["warmup", "warmup", "measure", "measure", "measure"])
     m = metrics.training_metrics(data, {"count": 1, "catalog_key": "cpu"}, LORA)
@@ -75,12 +103,76 @@ def test_warmup_steps_are_excluded_from_statistics():
     assert m["num_compiles"] == 1 and m["num_recompiles"] == 0
 
 
+# The test ARCH's matmul weights, shape by shape: q, k, v, o, gate, up, down per layer;
+# the LM head (vocab x hidden) counts whether or not it is tied to the embedding.
+LAYER_WEIGHTS = 64 * 4 * 16 + 2 * 64 * 1 * 16 + 4 * 16 * 64 + 3 * 64 * 128
+HEAD_WEIGHTS = 8192 * 64
+
+
+def hand_attention(length: int, windows: list[int | None], heads: int = 4, head_dim: int = 16) -> int:
+    """QK^T and AV, 2 FLOPs per multiply-add each, forward and backward (x3), over the
+    keys each causal position attends: p + 1, at most the layer's window."""
+    keys = sum(min(p + 1, w or p + 1) for w in windows for p in range(length))
+    return 3 * 2 * (2 * heads * head_dim) * keys
+
+
+def hand_full_flops(rows: list[int]) -> float:
+    """A full fine-tune of the test ARCH: 6 FLOPs per weight per token, head included."""
+    return sum(6 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS) * n + hand_attention(n, [32, None]) for n in rows)
+
+
 def test_mfu_matches_a_hand_computation_for_a_stated_peak():
     data = raw([1.0, 0.5, 0.5], ["warmup", "measure", "measure"])
     m = metrics.training_metrics(data, {"count": 2, "catalog_key": "tpu-v5e"}, FULL)
-    flops_per_s = 2 * FULL.model_flops([125] * 8) / 1.0
+    flops_per_s = 2 * hand_full_flops([125] * 8) / 1.0  # two measured steps in 1 s
     assert m["mfu"] == pytest.approx(flops_per_s / (197e12 * 2))
+    assert m["model_tflops_per_s"] == pytest.approx(flops_per_s / 1e12)
+    assert m["model_flops_per_token"] == pytest.approx(hand_full_flops([125] * 8) / 1000)
+    assert m["peak_flops_per_chip"] == 197e12
     assert m["tokens_per_s_real"] == 2000.0 and m["tokens_per_s_real_per_chip"] == 1000.0
+    assert m["tokens_per_s_padded"] == 4000.0 and m["tokens_per_s_padded_per_chip"] == 2000.0
+
+
+def test_full_fine_tuning_flops_count_the_lm_head():
+    """6 per weight of every matmul a token meets, the 524k-weight LM head included (it is
+    ~90% of this toy model's weights: leaving it out would show)."""
+    assert FULL.model_flops([7, 40]) == pytest.approx(hand_full_flops([7, 40]), rel=1e-12)
+    assert FULL.dense_per_token() == 6 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS)
+    assert FULL.hardware_flops([7, 40]) == FULL.model_flops([7, 40])  # no checkpointing: nothing recomputed
+
+
+def test_lora_flops_count_4_per_frozen_and_6_per_adapter_weight():
+    expected = sum(
+        (4 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS) + 6 * 10_000) * n + hand_attention(n, [32, None]) for n in (5, 33)
+    )
+    assert LORA.model_flops([5, 33]) == pytest.approx(expected, rel=1e-12)
+
+
+def hand_model_flops(rows: list[int], lora: bool, adapters: int) -> float:
+    """Full: 6 per weight; LoRA: 4 per frozen weight and 6 per adapter weight; attention."""
+    dense = 4 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS) + 6 * adapters if lora else 6 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS)
+    return sum(dense * n + hand_attention(n, [32, None]) for n in rows)
+
+
+@pytest.mark.parametrize("lora, adapters", [(False, 0), (True, 10_000)])
+def test_checkpointing_adds_the_layers_forward_again(lora, adapters):
+    """Hardware FLOPs: the decoder layers' forward recomputed, 2 per layer weight (and per
+    adapter weight) per token, plus the attention's forward, a third of its 3x; the LM
+    head is not recomputed."""
+    rows = [9, 50]
+    checkpointed = metrics.FlopsModel(ARCH, lora=lora, adapter_params=adapters, checkpointing=True)
+
+    def hand_hardware(rows):
+        recompute = sum(2 * (2 * LAYER_WEIGHTS + adapters) * n + hand_attention(n, [32, None]) / 3 for n in rows)
+        return hand_model_flops(rows, lora, adapters) + recompute
+
+    assert checkpointed.model_flops(rows) == pytest.approx(hand_model_flops(rows, lora, adapters), rel=1e-12)
+    assert checkpointed.hardware_flops(rows) == pytest.approx(hand_hardware(rows), rel=1e-12)
+    data = raw([1.0, 0.5], ["warmup", "measure"], tokens=400)  # one measured step: 8 rows of 50 in 0.5 s
+    m = metrics.training_metrics(data, {"count": 1, "catalog_key": "h100-sxm"}, checkpointed)
+    assert m["hfu"] == pytest.approx(hand_hardware([50] * 8) / 0.5 / 989e12)
+    assert m["mfu"] == pytest.approx(hand_model_flops([50] * 8, lora, adapters) / 0.5 / 989e12)
+    assert m["hardware_flops_per_token"] == pytest.approx(hand_hardware([50] * 8) / 400)
 
 
 def test_steady_and_effective_throughput_keep_recompiles_apart():
