@@ -10,6 +10,8 @@ import statistics
 import numpy as np
 import pytest
 
+from reports.stats import Ratio
+
 from records import make_record
 
 TPU = dict(backend="xla-fsdpv2", kind="tpu", device="TPU v5", catalog_key="tpu-v5p", chips=4, usd_per_chip_hour=4.0)
@@ -53,8 +55,8 @@ def np_interval(a: list[float], b: list[float]) -> tuple[float, float]:
     return float(low), float(high)
 
 
-@pytest.fixture(scope="module")
-def swapped():
+@pytest.fixture
+def swapped():  # per test: mutmut maps a test to the code its own setup ran
     """The TPU (3.2x faster, cheaper per token) is the baseline, the GPU the subject: the
     subject is slower, so every headline path swaps."""
     from reports.model import build
@@ -114,3 +116,184 @@ def test_oriented_swaps_rows_levels_and_inverts_speed_and_cost(swapped):
     assert (speed.value, speed.low, speed.high) == pytest.approx((1 / c.speed.value, 1 / c.speed.high, 1 / c.speed.low))
     assert (cost.value, cost.low, cost.high) == pytest.approx((1 / c.cost.value, 1 / c.cost.high, 1 / c.cost.low))
     assert speed.runs == (4, 4) and cost.runs == (4, 4)
+
+
+# --------------------------------------------------------------------------- sentences, by hand
+XLA = dict(backend="xla-fsdpv2", kind="tpu", device="TPU v5", catalog_key="tpu-v5p", chips=4, usd_per_chip_hour=4.0)
+NOISE = "1 vs 1 run: between-run noise not measured"
+
+
+def _row(*records):
+    from harness.result import as_records
+    from reports import factors
+    from reports.model import Row
+
+    rs = as_records(list(records))
+    return Row(rs, factors.attributes(rs[0]))
+
+
+def _padding(a, b, context="v5p-8"):
+    from reports.compare import compare_rows
+
+    return compare_rows(a, b, "sequence.padding", "padding=dynamic", "padding=static", context)
+
+
+def test_without_a_steady_state_both_sides_use_effective_figures_and_say_so():
+    """a compiles every measured step: 3 steps of 1000 real tokens in 0.75 s (4000 tok/s)
+    against b's 3 in 1.8 s (1667 tok/s): 2.40x faster, and at one price 2.40x cheaper."""
+    a = _row(make_record([0.2, 0.3, 0.25], compiles=[1, 1, 1, 1], variant="padding=dynamic", **XLA))
+    b = _row(make_record([0.6] * 3, variant="padding=static", **XLA))
+    c = _padding(a, b)
+    speedup = (3000 / 0.75) / (3000 / 1.8)
+    assert c.basis == "effective" and c.with_recompiles is None
+    assert c.speed.value == pytest.approx(speedup) and c.cost.value == pytest.approx(speedup)
+    assert c.sentence == (
+        f"padding=dynamic vs padding=static (v5p-8): {speedup:.2f}x faster with compiles included; "
+        f"{speedup:.2f}x cheaper per 1M real tokens (every measured step); recompiles after warm-up 3 vs 0; "
+        "no steady state in padding=dynamic (1 of 1 runs: every measured step compiled), so effective figures on "
+        f"both sides; {NOISE}"
+    )
+    assert compare_module().w3_sentence(c, lambda first, second: ["extra"]) == (
+        f"padding=dynamic vs padding=static (v5p-8): {speedup:.2f}x faster with compiles included and "
+        f"{speedup:.2f}x cheaper per 1M real tokens; extra; {NOISE}"
+    )
+    assert compare_module().factor_headline([c]) == [
+        f"padding=dynamic vs padding=static: on v5p-8: {speedup:.2f}x faster with compiles included ({NOISE})"
+    ]
+
+
+def compare_module():
+    from reports import compare
+
+    return compare
+
+
+def test_a_recompiling_subject_gets_steady_and_with_recompiles_ratios():
+    """a: measured steps 0.2 s, 0.9 s (recompiled), 0.2 s; steady 2000 tok in 0.4 s, every
+    step 3000 in 1.3 s; b: 2000 tok/s both ways."""
+    a = _row(make_record([0.2, 0.9, 0.2], compiles=[1, 0, 1, 0], variant="padding=dynamic", **XLA))
+    b = _row(make_record([0.5] * 3, variant="padding=static", **XLA))
+    c = _padding(a, b)
+    steady, effective = (2000 / 0.4) / 2000, (3000 / 1.3) / 2000
+    assert c.basis == "steady" and c.with_recompiles.value == pytest.approx(effective)
+    assert c.sentence == (
+        f"padding=dynamic vs padding=static (v5p-8): {steady:.2f}x faster in steady state; {steady:.2f}x cheaper "
+        f"per 1M real tokens (steady state); {effective:.2f}x faster with recompiles included; recompiles after "
+        f"warm-up 1 vs 0; {NOISE}"
+    )
+    assert compare_module().factor_headline([c]) == [
+        f"padding=dynamic vs padding=static: on v5p-8: {steady:.2f}x faster in steady state, {effective:.2f}x "
+        f"faster with recompiles included ({NOISE})"
+    ]
+    assert (
+        compare_module()
+        .w3_sentence(c, lambda first, second: [])
+        .startswith(
+            f"padding=dynamic vs padding=static (v5p-8): {steady:.2f}x faster and {steady:.2f}x cheaper per 1M real tokens"
+        )
+    )
+
+
+def test_with_repeats_on_both_sides_nothing_is_said_about_noise():
+    a = _row(*[make_record([0.25 + 0.01 * i] * 3, variant="padding=dynamic", repeat=i, **XLA) for i in range(2)])
+    b = _row(*[make_record([0.5 + 0.01 * i] * 3, variant="padding=static", repeat=i, **XLA) for i in range(2)])
+    c = _padding(a, b, context="")
+    assert c.noise() is None and c.title == "padding=dynamic vs padding=static"
+    assert c.sentence.startswith("padding=dynamic vs padding=static: ") and "noise" not in c.sentence
+    assert c.sentence.endswith("; recompiles after warm-up 0 vs 0")
+
+
+def test_factor_headline_joins_contexts_of_one_pair_of_levels():
+    from reports.compare import Comparison
+
+    r = Ratio(1.5, None, None, (1, 2))
+    one = Comparison("f", None, None, "x=1", "x=0", "on-a", "steady", r, None, None, "", "")
+    two = Comparison("f", None, None, "x=1", "x=0", "", "steady", None, Ratio(0.5, None, None, (2, 1)), None, "", "")
+    none = Comparison("f", None, None, "x=2", "x=0", "ctx", "steady", None, None, None, "", "")
+    assert compare_module().factor_headline([one, two, none]) == [
+        "x=1 vs x=0: on on-a: 1.50x faster (1 vs 2 runs: between-run noise not measured); 2.00x dearer per 1M real "
+        "tokens (steady state) (2 vs 1 runs: between-run noise not measured)",
+        "x=2 vs x=0: on ctx: no figures",
+    ]
+    assert compare_module().w3_sentence(none, lambda first, second: [None, "w"]) == "x=2 vs x=0 (ctx): no figures; w"
+
+
+def test_recompile_words_say_when_a_backend_compiles_nothing():
+    from reports.compare import recompile_words
+
+    eager = _row(make_record([0.5] * 3, variant="padding=static"))  # torch: compiles nothing
+    compiled = _row(make_record([0.5] * 3, compiles=[1, 0, 2, 0], variant="padding=static", **XLA))
+    assert recompile_words(eager, eager) == "recompiles n/a (eager: the backends compile nothing)"
+    assert recompile_words(eager, compiled) == "recompiles after warm-up n/a (eager) vs 2"
+    assert recompile_words(compiled, eager) == "recompiles after warm-up 2 vs n/a (eager)"
+
+
+def test_why_a_factor_was_not_compared():
+    from reports.compare import factor_comparisons
+    from reports.factors import factors
+
+    gpu = dict(
+        backend="gpu-fsdp",
+        kind="cuda",
+        device="NVIDIA H100 80GB HBM3",
+        catalog_key="h100-sxm",
+        chips=2,
+        usd_per_chip_hour=4.0,
+    )
+    rows = [
+        _row(make_record([0.5] * 3, variant="padding=static", **XLA)),
+        _row(make_record([0.4] * 3, variant="padding=dynamic", **gpu)),
+    ]
+    names = factors(rows)
+    assert factor_comparisons(rows, rows[0], "sequence.padding", names, []) == (
+        [],
+        "padding: padding=static, padding=dynamic not compared: no two rows differ in it alone (the closest pair also differs in "
+        "accelerator, backend)",
+    )
+    same_padding = [rows[0], _row(make_record([0.4] * 3, variant="padding=static", **gpu))]
+    assert factor_comparisons(same_padding, rows[0], "backend", factors(same_padding), []) == (
+        [],
+        "backend: xla-fsdpv2, gpu-fsdp: each ran on its own accelerator, so it is compared with the accelerator",
+    )
+    comparisons, why = factor_comparisons(same_padding, rows[0], "accelerator", factors(same_padding), [])
+    (c,) = comparisons
+    assert why is None and c.title == "2x h100-sxm · gpu-fsdp vs v5p-8 · xla-fsdpv2"
+    assert c.speed.value == pytest.approx(0.5 / 0.4)
+
+
+def test_requested_names_what_differs():
+    from reports.compare import requested
+
+    a, b = (
+        _row(make_record([0.25] * 3, variant="padding=dynamic", **XLA)),
+        _row(make_record([0.5] * 3, variant="padding=static")),
+    )
+    a.label, b.label = "A", "B"
+    c = requested(a, b)
+    assert c.factor == "requested" and c.title.startswith("A vs B (differ in accelerator, backend, sequence.padding")
+    assert c.speed.value == pytest.approx(2.0)
+
+
+def _serve_row(ttft):
+    import copy
+    import json
+
+    from conftest import ROOT
+
+    path = next((ROOT / "tests" / "fixtures" / "records_v1").glob("*serve*.json"))
+    record = make_record([0.5] * 3)
+    metrics = copy.deepcopy(json.loads(path.read_text())["metrics"])
+    metrics["ttft_s"] = None if ttft is None else {**metrics["ttft_s"], "median": ttft}
+    record.update(task="serve", metrics=metrics, cost=None)
+    return _row(record)
+
+
+def test_ttft_words_from_one_serving_configuration_a_side():
+    from reports.compare import ttft_words
+
+    fast, slow = _serve_row(0.2354), _serve_row(0.4751)
+    assert ttft_words([fast], [slow], "a", "b") == "TTFT 235 vs 475 ms"
+    assert ttft_words([], [slow], "a", "b") is None and ttft_words([fast], [], "a", "b") is None
+    assert ttft_words([fast, slow], [slow], "a", "b") == "TTFT: several serving configurations on a, see Serving"
+    assert ttft_words([fast], [slow, fast], "a", "b") == "TTFT: several serving configurations on b, see Serving"
+    assert ttft_words([_serve_row(None)], [slow], "a", "b") is None
