@@ -404,3 +404,52 @@ def test_require_checks_passes_a_gate_that_checks_something():
     assert str(err.value) == (
         "b.yaml: no checks: its budgets match no run in results, and those records declare no budgets of their own"
     )
+
+
+@pytest.mark.parametrize(
+    "budgets, results, budgets_file, baseline, message",
+    [
+        (
+            {},
+            "r",
+            None,
+            "base",
+            "--baseline base: nothing is compared with the baseline: without --budgets there are no relative limits; "
+            "give --budgets FILE, e.g. `relative: {step_time_s: +5%}`",
+        ),
+        (
+            {"budgets": [{"metric": "step_time_s", "max": 1}]},
+            "r",
+            "b.yaml",
+            "base",
+            "--baseline base: nothing is compared with the baseline: b.yaml has no `relative:` limits; add some, "
+            "e.g. `relative: {step_time_s: +5%}`",
+        ),
+        (
+            {"relative": {"step_time_s": "+5%"}},
+            "r",
+            "b.yaml",
+            None,
+            "b.yaml: relative: relative limits compare with a baseline: give --baseline DIR (or drop them)",
+        ),
+        (
+            {"relative": {"step_time_s": "+5%"}},
+            "r",
+            None,
+            None,
+            "--budgets: relative: relative limits compare with a baseline: give --baseline DIR (or drop them)",
+        ),
+        (
+            {},
+            "r",
+            None,
+            None,
+            "r: no checks: give --budgets FILE (budgets or relative limits) with --baseline DIR, or run scenarios "
+            "that declare budgets",
+        ),
+    ],
+)
+def test_a_gate_that_would_check_nothing_says_so_in_one_exact_line(budgets, results, budgets_file, baseline, message):
+    with pytest.raises(SpecError) as err:
+        require_checks([], results, budgets_file, baseline, BudgetsFile.model_validate(budgets))
+    assert str(err.value) == message

@@ -331,3 +331,149 @@ def test_records_flops_per_token_match_a_hand_count(preset, tied):
     assert record.status == "ok", record.failure
     assert record.metrics.model_flops_per_token == pytest.approx(expected, rel=0.005)
     assert record.metrics.mfu == pytest.approx(expected * sum(rows) / 989e12, rel=0.005)
+
+
+# --------------------------------------------------------------------------- every other figure, by hand
+def test_every_counted_figure_of_a_training_record():
+    """Warm-up 2 steps (3 compiles), measured 0.5 s / 0.75 s (recompiled twice) / 0.25 s,
+    a window of 2 steps in 0.6 s with one compile: each total counted by hand."""
+    window = {
+        "num_steps": 2,
+        "time_s": 0.6,
+        "tokens_real": 300,
+        "tokens_padded": 500,
+        "num_compiles": 1,
+        "losses": [1.0],
+    }
+    data = raw(
+        [4.0, 1.0, 0.5, 0.75, 0.25],
+        ["warmup", "warmup", "measure", "measure", "measure"],
+        tokens=1000,
+        window=window,
+        compiles=[2, 1, 0, 2, 0],
+    )
+    data["loop"]["setup_compiles"] = 4
+    data["loop"]["steps"][-1]["loss"] = 0.5
+    data.update(process_s=12.5, compile_cache="on")
+    m = metrics.training_metrics(data, {"count": 4, "catalog_key": "cpu"}, LORA)
+    assert (m["num_compiles"], m["num_recompiles"], m["num_setup_compiles"]) == (2 + 1 + 2 + 1, 2 + 1, 4)
+    assert m["compile_time_s"] == pytest.approx(0.5 * 3) and m["compile_cache"] == "on"
+    assert (m["warmup_time_s"], m["measured_time_s"], m["steady_time_s"]) == pytest.approx((5.0, 1.5, 0.75))
+    assert (m["recompile_steps"], m["recompile_steps_time_s"], m["measured_steps"]) == (1, 0.75, 3)
+    assert m["steady_state"] == "2 of 3 measured steps compiled nothing"
+    assert (m["tokens_real"], m["tokens_padded"]) == (3000, 6000) and m["padding_efficiency"] == 0.5
+    assert m["tokens_per_s_real"] == pytest.approx(2000 / 0.75) and m["tokens_per_s_padded"] == pytest.approx(
+        4000 / 0.75
+    )
+    assert m["tokens_per_s_real_per_chip"] == pytest.approx(2000 / 0.75 / 4)
+    assert m["tokens_per_s_padded_per_chip"] == pytest.approx(4000 / 0.75 / 4)
+    assert m["tokens_per_s_real_effective"] == pytest.approx(3000 / 1.5)
+    assert m["tokens_per_s_padded_effective"] == pytest.approx(6000 / 1.5)
+    assert m["window_tokens_per_s_real"] == pytest.approx(500) and m["window_tokens_per_s_padded"] == pytest.approx(
+        500 / 0.6
+    )
+    assert (m["peak_memory_gib"], m["peak_memory_kind"]) == (2.0, "cpu_peak_rss")
+    assert (m["setup_time_s"], m["run_time_s"], m["loss_first"], m["loss_last"]) == (1.0, 12.5, 1.0, 0.5)
+    assert m["model_tflops_per_s"] == pytest.approx(LORA_FLOPS_PER_ROW_125 * 8 * 2 / 0.75 / 1e12)
+    assert m["hardware_flops_per_token"] == pytest.approx(m["model_flops_per_token"])  # no checkpointing
+    del data["process_s"]
+    assert metrics.training_metrics(data, {"count": 1}, LORA)["run_time_s"] == 10.0  # the worker's own clock
+
+
+LORA_FLOPS_PER_ROW_125 = (4 * (2 * LAYER_WEIGHTS + HEAD_WEIGHTS) + 6 * 10_000) * 125 + hand_attention(125, [32, None])
+
+
+def test_traced_steps_count_their_compiles_as_recompiles():
+    data = raw([1.0, 0.5, 0.5], ["warmup", "trace", "measure"], compiles=[1, 1, 0])
+    m = metrics.training_metrics(data, {"count": 1}, LORA)
+    assert (m["num_compiles"], m["num_recompiles"], m["measured_steps"]) == (2, 1, 1)
+
+
+def test_no_measured_step_gives_no_rates():
+    data = raw([1.0], ["warmup"])
+    data["memory"] = {}
+    m = metrics.training_metrics(data, {"count": 1}, LORA)
+    for key in (
+        "tokens_per_s_real_effective",
+        "padding_efficiency",
+        "model_flops_per_token",
+        "hardware_flops_per_token",
+    ):
+        assert m[key] is None, key
+    assert m["peak_memory_gib"] is None and m["mfu"] is None and m["hfu"] is None
+    assert m["steady_state"] == "none: every one of the 0 measured steps compiled"
+
+
+def test_mfu_is_none_without_a_peak_or_a_chip():
+    assert metrics.mfu(1e12, None, 1) is None and metrics.mfu(1e12, 1e14, 0) is None
+    assert metrics.mfu(1e12, 1e14, 1) == pytest.approx(0.01) and metrics.mfu(1e12, 1e14, 2) == pytest.approx(0.005)
+
+
+def test_an_hfu_above_one_is_withheld_too():
+    flops = metrics.FlopsModel(ARCH, lora=False, adapter_params=0, checkpointing=True)
+    rows_flops = hand_full_flops([125] * 8)
+    # Chosen so MFU is just under 1 and HFU (with the recomputed forward) just over it.
+    seconds = rows_flops / 989e12 / 0.99
+    m = metrics.training_metrics(
+        raw([1.0, seconds], ["warmup", "measure"]), {"count": 1, "catalog_key": "h100-sxm"}, flops
+    )
+    assert m["mfu"] == pytest.approx(0.99) and m["hfu"] is None
+    assert m["hfu_invalid"].startswith("computed HFU 1.") and "mfu_invalid" not in m
+
+
+def test_layer_windows_interleave_gemma3_globals_every_sixth():
+    arch = {"num_layers": 7, "sliding_window": 512}
+    assert metrics.layer_windows(arch) == [512] * 5 + [None] + [512]
+    assert metrics.layer_windows({**arch, "family": "qwen2"}) == [None] * 7
+    assert metrics.layer_windows({"num_layers": 2}) == [None, None]
+    assert metrics.layer_windows({"num_layers": 2, "layer_windows": (4, None)}) == [4, None]
+
+
+@pytest.mark.parametrize(
+    "length, window, keys", [(5, None, 15), (5, 5, 15), (5, 2, 1 + 2 * 4), (1, 3, 1), (6, 3, 6 + 3 * 3)]
+)
+def test_keys_attended_by_a_causal_row(length, window, keys):
+    assert metrics.keys_attended(length, window) == keys == sum(min(p + 1, window or p + 1) for p in range(length))
+
+
+def test_matmul_weights_without_a_head_dim_split_the_hidden_size():
+    arch = {k: v for k, v in ARCH.items() if k != "head_dim"}  # 64 / 4 heads = 16: the same shapes
+    assert metrics.matmul_weights(arch) == (2 * LAYER_WEIGHTS, HEAD_WEIGHTS)
+    assert metrics.FlopsModel(arch, lora=False, adapter_params=0).attention_per_row(9) == hand_attention(9, [32, None])
+
+
+def test_the_first_non_finite_loss_is_found_in_steps_or_window():
+    data = raw([1.0, 0.5, 0.5], ["warmup", "measure", "measure"])
+    assert metrics.first_non_finite_loss(data) is None
+    data["loop"]["steps"][1]["loss"] = float("inf")
+    data["loop"]["steps"][2]["loss"] = float("nan")
+    assert metrics.first_non_finite_loss(data) == (1, float("inf"))
+    data["loop"]["steps"][1]["loss"] = data["loop"]["steps"][2]["loss"] = None  # not recorded: not a failure
+    data["loop"]["window"] = {"losses": [1.0, float("-inf"), float("nan")]}
+    assert metrics.first_non_finite_loss(data) == (3 + 1, float("-inf"))
+    data["loop"]["window"] = {"losses": [1.0]}
+    assert metrics.first_non_finite_loss(data) is None
+
+
+def test_across_runs_is_the_median_of_the_present_figures():
+    assert metrics.across_runs([3.0, None, 1.0, 10.0]) == 3.0
+    assert metrics.across_runs([4.0, 1.0]) == 2.5 and metrics.across_runs([None]) is None
+
+
+@pytest.mark.parametrize(
+    "value, baseline, lower, words",
+    [
+        (0.5, 3.05, True, "6.10x lower median step time (better)"),
+        (3.05, 0.5, True, "6.10x higher median step time (worse)"),
+        (2.0, 1.0, False, "2.00x higher median step time (better)"),
+        (1.0, 2.0, False, "2.00x lower median step time (worse)"),
+        (1.004, 1.0, True, "same median step time"),
+        (1.0, 1.006, True, "1.01x lower median step time (better)"),
+        (0.0, 1.0, True, None),
+        (1.0, None, True, None),
+        (None, 1.0, True, None),
+        (1.0, -1.0, True, None),
+    ],
+)
+def test_ratio_words(value, baseline, lower, words):
+    assert metrics.ratio_words(value, baseline, lower, "median step time") == words

@@ -130,3 +130,84 @@ def test_throughputs_and_counts_are_over_the_measured_window():
     assert got["goodput_req_s"] is None  # no target: no goodput
     tpots = [(0.35 - 0.20) / 3, (1.30 - 0.90) / 2, (0.58 - 0.50) / 4]
     assert got["output_tok_s_per_user"] == pytest.approx(1 / np.median(tpots))
+
+
+def _timed(index, sent, ttft, tokens, tpot, error=None, warmup=False):
+    chunks = [sent + ttft + i * tpot for i in range(tokens)]
+    return {**request(index, sent, chunks, tokens), "error": error, "warmup": warmup}
+
+
+def test_slo_at_a_percentile_is_numpys_percentile_of_each_target():
+    from harness.metrics import slo_at_percentile
+
+    requests = [_timed(i, 0.1 * i, ttft, 3, 0.01 * (i + 1)) for i, ttft in enumerate([0.1, 0.3, 0.2, 0.5, 0.4])]
+    requests.append(_timed(9, 0.0, 0.05, 1, 0.0))  # one token: TPOT 0 for the SLO
+    requests.append(_timed(10, 0.0, 9.0, 3, 1.0, warmup=True))  # warm-up: not counted
+    slo = {"percentile": 90, "ttft_s": 0.46, "tpot_s": 0.05, "e2el_s": None}
+    got = slo_at_percentile(requests, slo)
+    ttfts = [0.1, 0.3, 0.2, 0.5, 0.4, 0.05]
+    tpots = [0.01, 0.02, 0.03, 0.04, 0.05, 0.0]
+    assert got["values"] == pytest.approx({"ttft_s": np.percentile(ttfts, 90), "tpot_s": np.percentile(tpots, 90)})
+    assert got["percentile"] == 90 and got["failed"] == 0
+    assert got["met"] is True  # p90s 0.45 s and 0.045 s, within 0.46 and 0.05
+    assert slo_at_percentile(requests, {**slo, "ttft_s": 0.44})["met"] is False
+    assert slo_at_percentile(requests, {**slo, "tpot_s": 0.044})["met"] is False
+    assert slo_at_percentile(requests, {**slo, "percentile": None}) is None
+    failed = [*requests, _timed(11, 0.0, 0.1, 2, 0.01, error="timeout")]
+    assert slo_at_percentile(failed, slo)["failed"] == 1 and slo_at_percentile(failed, slo)["met"] is False
+    assert slo_at_percentile([requests[-1]], slo)["met"] is False  # nothing measured completed
+
+
+def test_achieved_rate_is_requests_over_the_span_of_sends():
+    from harness.metrics import achieved_rate
+
+    sends = [{"sent_s": t} for t in (3.0, 0.5, 1.0, 2.0)]
+    assert achieved_rate(sends) == pytest.approx(3 / 2.5)
+    assert achieved_rate(sends[:1]) is None and achieved_rate([{"sent_s": 1.0}, {"sent_s": 1.0}]) is None
+
+
+def test_the_slo_search_answer_is_the_highest_rate_that_met():
+    from harness.metrics import slo_search_summary
+
+    slo = {"percentile": 50, "ttft_s": 0.25, "tpot_s": None, "e2el_s": None}
+
+    def point(rate, ttft, met=True):
+        reqs = [_timed(i, i / rate, ttft, 2, 0.01) for i in range(3)]
+        return {"rate": rate, "met": met, "requests": reqs}
+
+    points = [point(1.0, 0.1), point(8.0, 0.5), point(4.0, 0.2), point(6.0, 0.3, met=None)]
+    raw = {
+        "requests": [_timed(0, 0.0, 0.1, 2, 0.01, warmup=True)],
+        "slo_search": {"points": points, "stopped": "tolerance", "bracket": [4.0, 6.0], "bisection_steps": 2},
+    }
+    summary, requests = slo_search_summary(raw, slo)
+    assert summary["max_rate_req_s"] == 4.0 and summary["measured_at"] == "the highest rate meeting the SLO"
+    assert [(p["rate_req_s"], p["met"], p["cut_short"]) for p in summary["points"]] == [
+        (1.0, True, False),
+        (8.0, False, False),
+        (4.0, True, False),
+        (6.0, None, True),  # cut short: no verdict whatever its values
+    ]
+    assert summary["points"][2]["values"] == {"ttft_s": pytest.approx(0.2)}
+    assert summary["points"][0]["achieved_rate_req_s"] == pytest.approx(1.0)
+    assert summary["targets"] == {"ttft_s": 0.25} and summary["percentile"] == 50
+    assert (summary["stopped"], summary["bracket"], summary["bisection_steps"]) == ("tolerance", [4.0, 6.0], 2)
+    assert requests == raw["requests"] + points[2]["requests"]
+    raw["slo_search"]["points"] = [point(2.0, 0.6), point(1.0, 0.5)]
+    summary, requests = slo_search_summary(raw, slo)
+    assert summary["max_rate_req_s"] is None and requests[1:] == raw["slo_search"]["points"][1]["requests"]
+    assert summary["measured_at"] == "the lowest rate measured (no rate met the SLO)"
+
+
+def test_request_latencies_follow_vllms_definitions():
+    from harness.metrics import meets_slo, request_latencies
+
+    lat = request_latencies({"sent_s": 1.0, "chunk_s": [1.25, 1.5, 2.0], "output_tokens": 3})
+    assert lat == pytest.approx({"ttft_s": 0.25, "e2el_s": 1.0, "tpot_s": 0.375, "output_tokens": 3})
+    one = request_latencies({"sent_s": 1.0, "chunk_s": [1.25], "output_tokens": 1})
+    assert one["tpot_s"] is None and meets_slo(one, {"tpot_s": 0.0}) and not meets_slo(one, {"ttft_s": 0.2})
+    empty = request_latencies({"sent_s": 1.0, "chunk_s": [], "output_tokens": None})
+    assert empty == {"ttft_s": None, "e2el_s": None, "tpot_s": None, "output_tokens": None}
+    assert not meets_slo(empty, {"ttft_s": 1.0}) and meets_slo(empty, {"ttft_s": None})
+    assert meets_slo(lat, {"ttft_s": 0.25, "tpot_s": 0.375, "e2el_s": 1.0})  # targets are met with <=
+    assert not meets_slo(lat, {"e2el_s": 0.99})
