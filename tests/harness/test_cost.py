@@ -249,6 +249,8 @@ def test_cost_statement_reads_the_ratio_both_ways(round_prices):
     cheaper = cost_ratio(4.0, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), round_prices)  # 16 / (4 x 6)
     assert cheaper["cost_ratio"] == pytest.approx(2 / 3)
     assert "costs 0.667x as much on 4x tpu-v5p: 1.50x cheaper." in cost_statement(cheaper)
+    parity = cost_ratio(16 / 6, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), round_prices)
+    assert parity["cost_ratio"] == 1.0 and "costs 1.000x as much on 4x tpu-v5p: 1.00x dearer." in cost_statement(parity)
     assert dearer["a"] == "4x tpu-v5p" and dearer["b"] == "2x h100-sxm" and dearer["speedup"] == 1.6
     assert [p["usd_per_chip_hour"] for p in dearer["prices"]] == [4.0, 3.0]
 
@@ -312,7 +314,8 @@ def test_training_cost_every_figure_by_hand():
             "usd_steady_state": 2 * 0.5 * 3.0,
             "usd_per_1m_tokens_real": 2 * (1e6 / 500 / 3600) * 3.0,
             "usd_per_1m_tokens_real_effective": 2 * (1e6 / 400 / 3600) * 3.0,
-        }
+        },
+        rel=1e-12,
     )
     assert cost.pop("chips") == 2 and cost.pop("price") == {
         "accelerator": "h100-sxm",
@@ -331,7 +334,7 @@ def test_training_cost_every_figure_by_hand():
 def test_serving_cost_by_hand():
     price = Price("l4", 0.72, "spot", "src", "2026-11")
     cost = serving_cost({"output_throughput_tok_s": 250.0, "duration_s": 90.0}, 4, price)
-    assert cost["usd_per_1m_output_tokens"] == pytest.approx(4 * (1e6 / 250 / 3600) * 0.72)
+    assert cost["usd_per_1m_output_tokens"] == pytest.approx(4 * (1e6 / 250 / 3600) * 0.72, rel=1e-12)
     assert cost["usd_benchmark"] == pytest.approx(4 * 90 / 3600 * 0.72)
     assert cost["chips"] == 4 and cost["price"]["pricing"] == "spot"
     assert serving_cost({"output_throughput_tok_s": 0.0, "duration_s": 9.0}, 1, price) is None
