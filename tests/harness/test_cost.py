@@ -429,3 +429,11 @@ def test_fleet_refusals_name_where_they_came_from():
         parse_fleet("nonsense")
     with pytest.raises(SpecError, match="is more than 1000000"):
         parse_fleet("v5litepod-2000002")
+
+
+def test_sensitivity_uses_the_scenarios_pricing_and_the_given_factors(round_prices):
+    a, b = parse_fleet("v5p-8"), parse_fleet("h100-sxm:2")
+    spot = sensitivity(1.0, a, b, round_prices, CostSpec(pricing="spot"), factors=(2.0,))
+    assert spot == [
+        {"price_factor": 2.0, "cost_ratio_if_a_price_scaled": pytest.approx(2.0), "cost_ratio_if_b_price_scaled": 0.5}
+    ]  # spot: 4 x $1 against 2 x $2, a ratio of 1 before scaling

@@ -211,3 +211,10 @@ def test_request_latencies_follow_vllms_definitions():
     assert not meets_slo(empty, {"ttft_s": 1.0}) and meets_slo(empty, {"ttft_s": None})
     assert meets_slo(lat, {"ttft_s": 0.25, "tpot_s": 0.375, "e2el_s": 1.0})  # targets are met with <=
     assert not meets_slo(lat, {"e2el_s": 0.99})
+
+
+@pytest.mark.parametrize("tokens, met", [(None, True), (0, True), (1, True), (2, False), (5, False)])
+def test_a_missing_tpot_counts_as_0_only_for_a_request_of_at_most_one_token(tokens, met):
+    from harness.metrics import meets_slo
+
+    assert meets_slo({"tpot_s": None, "output_tokens": tokens}, {"tpot_s": 0.1}) is met

@@ -297,3 +297,32 @@ def test_ttft_words_from_one_serving_configuration_a_side():
     assert ttft_words([fast, slow], [slow], "a", "b") == "TTFT: several serving configurations on a, see Serving"
     assert ttft_words([fast], [slow, fast], "a", "b") == "TTFT: several serving configurations on b, see Serving"
     assert ttft_words([_serve_row(None)], [slow], "a", "b") is None
+
+
+def test_oriented_keeps_a_faster_or_equal_subject_first_and_copes_with_missing_ratios():
+    from reports.compare import Comparison, oriented
+
+    def comparison(speed, cost):
+        return Comparison("f", "S", "R", "s", "r", "", "steady", speed, cost, None, "", "")
+
+    for value in (1.0, 1.5):
+        kept = comparison(Ratio(value, None, None, (1, 1)), None)
+        assert oriented(kept) == ("S", "R", "s", "r", kept.speed, None)
+    slower = comparison(Ratio(0.5, None, None, (1, 2)), None)
+    assert oriented(slower) == ("R", "S", "r", "s", Ratio(2.0, None, None, (2, 1)), None)
+    cost_only = comparison(None, Ratio(0.5, None, None, (1, 1)))
+    assert oriented(cost_only) == ("S", "R", "s", "r", None, cost_only.cost)
+
+
+def test_a_record_without_metrics_or_cost_has_no_figure():
+    from harness.result import as_records
+    from reports.compare import _cost, _metric
+
+    bare = make_record([0.5] * 3)
+    bare.update(metrics=None, cost=None)
+    (record,) = as_records([bare])
+    assert _metric(record, "tokens_per_s_real") is None and _cost(record, "usd_per_1m_tokens_real") is None
+    a = _row(make_record([0.25] * 3, variant="padding=dynamic", catalog_key="cpu-unknown"))
+    b = _row(make_record([0.5] * 3, variant="padding=static", catalog_key="cpu-unknown"))
+    c = _padding(a, b)
+    assert c.cost is None and c.speed.value == pytest.approx(2.0) and c.cost_words() is None

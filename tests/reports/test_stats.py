@@ -153,3 +153,7 @@ def test_the_method_states_level_resamples_and_seed():
         "95% percentile bootstrap of the ratio of medians: each side's runs resampled with replacement, "
         "independently, 2,000 times (seed 0); needs at least 2 runs per side"
     )
+
+
+def test_a_ratio_of_exactly_1_reads_in_the_better_direction():
+    assert ratio_sentence(Ratio(1.0, None, None, (1, 1)), "faster", "slower") == "1.00x faster"
