@@ -151,7 +151,10 @@ def test_no_data_fails_the_gate_unless_allowed():
     checks = run_gate([make_record([0.5] * 4, name="a")], [make_record([0.5] * 4, name="b")], budgets, "b")
     assert verdicts(checks) == [("step_time_s", "no-data")]
     assert failing(checks) == checks and failing(checks, allow_no_data=True) == []
-    assert "share no comparable runs" in no_data_reason(checks)
+    assert no_data_reason(checks) == (
+        "1 of 1 checks have no data: the current and baseline results share no comparable runs (same scenario, "
+        "variant, backend and accelerator)"
+    )
     assert "**FAIL**" in markdown(checks) and "NO-DATA" in markdown(checks)
     assert "**PASS**" in markdown(checks, allow_no_data=True)
 
@@ -369,6 +372,7 @@ def test_no_data_reason_lists_three_checks_and_counts_the_rest():
     assert no_data_reason([ok, *missing]) == (
         "5 of 6 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent; and 2 more"
     )
+    assert no_data_reason(missing[:4]).endswith("g2 m: metric absent; and 1 more")
     assert no_data_reason(missing[:3]) == (
         "3 of 3 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent"
     )

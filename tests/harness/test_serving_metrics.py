@@ -218,3 +218,29 @@ def test_a_missing_tpot_counts_as_0_only_for_a_request_of_at_most_one_token(toke
     from harness.metrics import meets_slo
 
     assert meets_slo({"tpot_s": None, "output_tokens": tokens}, {"tpot_s": 0.1}) is met
+
+
+def test_a_load_with_nothing_measured_or_completed_has_no_rates():
+    warm = [{**request(0, 0.0, [0.1, 0.2], 2), "warmup": True}]
+    nothing = serving_metrics({"requests": warm}, {"ttft_s": 0.5, "tpot_s": None, "e2el_s": None})
+    assert nothing["duration_s"] == 0.0 and nothing["num_requests"] == 0
+    for key in ("output_throughput_tok_s", "total_throughput_tok_s", "request_throughput_req_s", "goodput_req_s"):
+        assert nothing[key] is None, key
+    failed = [{**request(i, 0.5 * i, [0.5 * i + 0.1], 1), "error": "timeout"} for i in range(3)]
+    all_failed = serving_metrics({"requests": failed}, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
+    assert all_failed["duration_s"] == 0.0 and all_failed["num_errors"] == 3
+    assert all_failed["output_throughput_tok_s"] is None and all_failed["ttft_s"] is None
+
+
+def test_token_counts_a_server_did_not_report_count_as_none():
+    unreported = {**request(1, 0.0, [0.2, 0.3], 2), "output_tokens": None, "prompt_tokens": None}
+    slo = {"ttft_s": None, "tpot_s": None, "e2el_s": None, "percentile": 50}
+    got = serving_metrics({"requests": [REQUESTS[0], unreported]}, slo)
+    assert (got["output_tokens"], got["prompt_tokens"]) == (4, 10)
+    assert got["slo"] == slo and got["slo_at_percentile"] == {"percentile": 50, "values": {}, "failed": 0, "met": True}
+
+
+def test_tpot_needs_two_tokens():
+    from harness.metrics import request_latencies
+
+    assert request_latencies({"sent_s": 0.0, "chunk_s": [0.5, 1.25], "output_tokens": 2})["tpot_s"] == 0.75

@@ -213,3 +213,6 @@ def test_candidates_list_each_value_once_in_order():
     assert factors.candidates(rows, "precision") == ["bf16", "fp32"]
     assert factors.candidates(rows, "accelerator") == ["v5p-8", "2x h100-sxm"]
     assert factors.candidates(rows, "nope") == [""]
+    with_options = [row(options={"compile": True}, **GPU), row(**TPU)]
+    assert factors.candidates(with_options, "backend") == ["gpu-fsdp", "xla-fsdpv2"]  # names, not labels
+    assert factors.candidates(with_options, "precision") == [""]

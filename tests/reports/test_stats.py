@@ -88,6 +88,7 @@ def test_ratio_of_medians_and_its_interval():
         ([None, None], [1.0], None),
         ([0.0, 1.0], [1.0, 2.0], None),  # a non-positive figure has no ratio
         ([1.0, 2.0], [-1.0, 2.0], None),
+        ([1.0, 2.0], [0.0, 2.0], None),
         ([3.0, None], [2.0], Ratio(1.5, None, None, (1, 1))),  # None runs are dropped, not counted
         ([3.0], [2.0, 1.0], Ratio(2.0, None, None, (1, 2))),
     ],
@@ -157,3 +158,9 @@ def test_the_method_states_level_resamples_and_seed():
 
 def test_a_ratio_of_exactly_1_reads_in_the_better_direction():
     assert ratio_sentence(Ratio(1.0, None, None, (1, 1)), "faster", "slower") == "1.00x faster"
+
+
+def test_two_runs_a_side_are_enough_for_an_interval():
+    two = ratio_of_medians([1.0, 1.2], [2.0, 2.2])
+    assert two.has_interval and two.runs == (2, 2) and two.value == pytest.approx(1.1 / 2.1)
+    assert not ratio_of_medians([1.0], [2.0, 2.2]).has_interval and not ratio_of_medians([1.0, 1.2], [2.0]).has_interval
