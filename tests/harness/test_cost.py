@@ -437,3 +437,10 @@ def test_sensitivity_uses_the_scenarios_pricing_and_the_given_factors(round_pric
     assert spot == [
         {"price_factor": 2.0, "cost_ratio_if_a_price_scaled": pytest.approx(2.0), "cost_ratio_if_b_price_scaled": 0.5}
     ]  # spot: 4 x $1 against 2 x $2, a ratio of 1 before scaling
+
+
+def test_hourly_is_chips_times_the_price_times_the_factor(round_prices):
+    from harness.cost import hourly
+
+    assert hourly(parse_fleet("h100-sxm:3"), round_prices)[0] == 9.0
+    assert hourly(parse_fleet("h100-sxm:3"), round_prices, None, 0.5)[0] == 4.5

@@ -45,6 +45,8 @@ def test_flatten_makes_dotted_keys_and_json_text():
     doc = {"a": {"b": 1, "c": {"d": "x"}}, "e": [1, 2], "f": {}, "g": None, "h": True}
     assert factors.flatten(doc) == {"a.b": "1", "a.c.d": "x", "e": "[1, 2]", "f": "{}", "g": "null", "h": "true"}
     assert factors.flatten({"k": {"z": 1, "y": 2}}, "p.") == {"p.k.z": "1", "p.k.y": "2"}
+    # A value that is not a mapping is its JSON text, keys sorted: one configuration, one text.
+    assert factors.flatten({"s": [{"b": 1, "a": 2}]}) == {"s": '[{"a": 2, "b": 1}]'}
 
 
 def test_backend_label_names_its_options_but_not_the_matrix_ones():
@@ -56,6 +58,8 @@ def test_backend_label_names_its_options_but_not_the_matrix_ones():
         backend="gpu-fsdp", options={"compile": True, "mode": "fsdp2"}, cell={"backend_options.gpu-fsdp.compile": True}
     )
     assert factors.backend_label(swept) == "gpu-fsdp {mode: fsdp2}"
+    dotted = record(backend="gpu-fsdp", options={"a.b": 1, "a": 2}, cell={"backend_options.gpu-fsdp.a.b": 1})
+    assert factors.backend_label(dotted) == "gpu-fsdp {a: 2}"  # the option named `a.b` is the matrix's
 
 
 def test_price_label_and_profile_name():
@@ -76,6 +80,17 @@ def test_attributes_in_display_order():
     assert "name" not in attrs and "budgets" not in attrs  # bookkeeping, not configuration
 
 
+def test_a_record_of_zero_chips_reads_as_one():
+    acc = record(kind="cpu", device="AMD EPYC", catalog_key="cpu", chips=1).accelerator.model_copy(update={"count": 0})
+    assert factors.accelerator_label(acc) == "1x cpu"
+    assert factors.accelerator_matches(acc, "cpu:1") and not factors.accelerator_matches(acc, "cpu:2")
+
+
+def test_precision_is_a_factor_when_it_varies_outside_the_matrix():
+    rows = [row(precision="bf16"), row(precision="fp32")]
+    assert factors.factors(rows) == ["train.precision"]
+
+
 def test_factors_are_the_fields_that_vary():
     rows = [row(variant="padding=static", **TPU), row(variant="padding=dynamic", **TPU)]
     assert factors.factors(rows) == ["sequence.padding"]
@@ -92,6 +107,9 @@ def test_differences_are_non_factor_fields_that_set_rows_apart():
     # A price differs with the accelerator: not a difference when each accelerator has one.
     tpu, gpu = row(usd_per_chip_hour=2.0, **TPU), row(usd_per_chip_hour=3.0, **GPU)
     assert factors.differences([tpu, gpu], ["accelerator", "backend"]) == []
+    # A field the accelerator does not own differs across accelerators too.
+    window = row(overrides={"train.window_steps": 0}, usd_per_chip_hour=3.0, **GPU)
+    assert factors.differences([tpu, window], ["accelerator", "backend"]) == ["train.window_steps"]
     dearer_tpu = row(usd_per_chip_hour=2.5, **TPU)
     assert factors.differences([tpu, dearer_tpu, gpu], ["accelerator", "backend"]) == ["price"]
 
@@ -118,6 +136,8 @@ def test_comparable_rows_differ_in_the_factor_alone():
     gpu_static = row(variant="padding=static", **GPU)
     by_acc = {"v5p-8": {"xla-fsdpv2"}, "2x h100-sxm": {"gpu-fsdp"}}
     assert factors.comparable(static, dynamic, "sequence.padding", by_acc)
+    other_backend = row(variant="padding=static", **{**TPU, "backend": "torchax"})
+    assert factors.comparable(static, other_backend, "backend", {"v5p-8": {"xla-fsdpv2", "torchax"}})
     assert not factors.comparable(static, static, "sequence.padding", by_acc)  # same level
     assert not factors.comparable(dynamic, gpu_static, "sequence.padding", by_acc)  # accelerator differs too
     # Accelerators: the backend goes with them when neither ran on the other's hardware...
