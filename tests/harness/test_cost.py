@@ -444,3 +444,20 @@ def test_hourly_is_chips_times_the_price_times_the_factor(round_prices):
 
     assert hourly(parse_fleet("h100-sxm:3"), round_prices)[0] == 9.0
     assert hourly(parse_fleet("h100-sxm:3"), round_prices, None, 0.5)[0] == 4.5
+
+
+def test_refusals_of_speedups_and_fleets_are_exact():
+    with pytest.raises(SpecError) as err:
+        cost_ratio(-2.0, parse_fleet("v5p-8"), parse_fleet("h100-sxm:2"), load_catalog())
+    assert (err.value.source, err.value.field, err.value.message) == (
+        "--speedup",
+        "",
+        "how many times faster a is than b: a number > 0 (e.g. 1.6), got -2",
+    )
+    with pytest.raises(SpecError) as err:
+        parse_fleet("nonsense", None, "--a")
+    assert (err.value.source, err.value.field, err.value.message) == (
+        "--a nonsense",
+        "",
+        "expected ACCELERATOR:CHIPS (h100-sxm:2) or a TPU slice (v5p-8)",
+    )

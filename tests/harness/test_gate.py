@@ -477,3 +477,101 @@ def test_a_gate_that_would_check_nothing_says_so_in_one_exact_line(budgets, resu
     with pytest.raises(SpecError) as err:
         require_checks([], results, budgets_file, baseline, BudgetsFile.model_validate(budgets))
     assert str(err.value) == message
+
+
+def test_each_relative_verdict_is_a_whole_check():
+    from harness.gate import Check
+
+    group = "tiny [default] torch@cpu"
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%", "tokens_per_s_real": "-50%"}})
+    base = [make_record([1.0, 1.1, 0.9, 1.0, 1.05])]
+    passing = run_gate([make_record([1.0, 1.02, 0.98, 1.0, 1.01])], base, budgets, "b")
+    assert [(c.group, c.metric, c.kind, c.verdict) for c in passing] == [
+        (group, "step_time_s", "relative", "pass"),
+        (group, "tokens_per_s_real", "relative", "pass"),
+    ]
+    assert (passing[0].measured, passing[0].limit) == (1.0, pytest.approx(1.1))
+    slower = run_gate([make_record([1.3, 1.35, 1.25, 1.3, 1.32])], base, budgets, "b")
+    assert [(c.group, c.metric, c.kind, c.verdict, c.measured) for c in slower] == [
+        (group, "step_time_s", "relative", "regression", 1.3),
+        (group, "tokens_per_s_real", "relative", "pass", pytest.approx(5000 / 6.52)),
+    ]
+    assert slower[0].limit == pytest.approx(1.1)
+    noisy_base, noisy_now = (
+        [make_record([1.0, 0.6, 1.4, 0.7, 1.3, 1.0])],
+        [make_record([1.15, 0.8, 1.5, 0.75, 1.4, 1.2])],
+    )
+    (noise,) = run_gate(noisy_now, noisy_base, BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}}), "b")
+    assert (noise.group, noise.metric, noise.kind, noise.measured, noise.limit) == (
+        group,
+        "step_time_s",
+        "relative",
+        pytest.approx(1.175),
+        pytest.approx(1.1),
+    )
+    assert noise.verdict == "noise" and "; not distinguishable from noise, Mann-Whitney p=" in noise.detail
+    assert isinstance(noise, Check)
+
+
+def test_a_p_value_at_alpha_is_noise():
+    """3 steps a side, every current step slower: the one-sided exact p is 1/20 = alpha."""
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.05})
+    (check,) = run_gate([make_record([2.0, 2.1, 2.2])], [make_record([1.0, 1.1, 1.2])], budgets, "b")
+    assert "Mann-Whitney p=0.05 " in check.detail and check.verdict == "noise"
+
+
+def test_every_budget_and_every_group_is_checked():
+    """A budget for another scenario or task does not stop the ones after it; a group
+    without a baseline does not stop the next group's checks."""
+    records = [make_record([0.5] * 3, name="a"), make_record([0.5] * 3, name="b")]
+    budgets = BudgetsFile.model_validate(
+        {
+            "budgets": [
+                {"metric": "step_time_s", "max": 1, "scenario": "other"},
+                {"metric": "ttft_s", "max": 1},
+                {"metric": "step_time_s", "max": 1},
+            ],
+            "relative": {"ttft_s": "+5%", "step_time_s": "+5%"},
+        }
+    )
+    checks = run_gate([failed_record(name="c"), *records], [make_record([0.5] * 3, name="b")], budgets, "b")
+    assert [(c.group.split()[0], c.metric, c.kind, c.verdict) for c in checks] == [
+        ("c", "run", "run", "failed"),
+        ("a", "step_time_s", "absolute", "pass"),
+        ("b", "step_time_s", "absolute", "pass"),
+        ("a", "step_time_s", "relative", "no-data"),
+        ("b", "step_time_s", "relative", "pass"),
+    ]
+    assert checks[3].group == "a [default] torch@cpu" and checks[4].group == "b [default] torch@cpu"
+
+
+def test_a_failed_groups_reasons_are_each_cut_at_120_characters_and_joined():
+    long = failed_record(name="x")
+    long["failure"]["reason"] = "E" * 130
+    other = failed_record(name="x", repeat=1)
+    (check,) = run_gate([long, other], None, BudgetsFile(), "b")
+    assert check.detail == "no successful run: " + "E" * 120 + "; RuntimeError: boom"
+
+
+def test_records_without_budgets_declare_none_and_a_bad_one_names_its_source():
+    from harness.gate import scenario_budgets
+    from harness.result import as_records
+
+    plain = make_record([0.5] * 3)
+    del plain["scenario"]["resolved"]["budgets"]
+    assert scenario_budgets(as_records([plain]), "results") == []
+    bad = make_record([0.5] * 3, budgets=[{"metric": "step_time_s"}])
+    with pytest.raises(SpecError) as err:
+        run_gate([bad], None, BudgetsFile(), "results-dir")
+    assert err.value.source == "results-dir (scenario tiny budgets)"
+
+
+def test_fmt_writes_4_significant_digits_and_the_unit():
+    from harness.gate import _fmt
+
+    assert (_fmt(None, "s"), _fmt(0.123456, "s"), _fmt(12345.0, ""), _fmt(2.0, "tok/s")) == (
+        "-",
+        "0.1235 s",
+        "1.234e+04",
+        "2 tok/s",
+    )
