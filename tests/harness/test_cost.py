@@ -461,3 +461,33 @@ def test_refusals_of_speedups_and_fleets_are_exact():
         "",
         "expected ACCELERATOR:CHIPS (h100-sxm:2) or a TPU slice (v5p-8)",
     )
+
+
+def test_slice_names_count_tensorcores_only_where_a_chip_has_two():
+    assert parse_fleet("v5litepod-1") == Fleet("tpu-v5e", 1) and parse_fleet("v6e-3") == Fleet("tpu-v6e", 3)
+    assert parse_fleet("v5litepod-1000000") == Fleet("tpu-v5e", 1_000_000)  # the most chips allowed
+    with pytest.raises(SpecError) as err:
+        parse_fleet("v5litepod-0", None, "--b")
+    assert (err.value.source, err.value.field, err.value.message) == (
+        "--b v5litepod-0",
+        "",
+        "a tpu-v5e slice counts TensorCores, 1 per chip: 0 is not a whole number of chips (e.g. v5litepod-8 is 8 chips)",
+    )
+    with pytest.raises(SpecError) as err:
+        parse_fleet("v5litepod-1000001", None, "--b")
+    assert (err.value.source, err.value.field, err.value.message) == (
+        "--b v5litepod-1000001",
+        "",
+        "1000001 chips is more than 1000000",
+    )
+
+
+def test_an_unpriced_accelerator_name_is_refused_listing_the_catalog():
+    catalog = {"b-chip": {}, "a-chip": {}}
+    with pytest.raises(SpecError) as err:
+        parse_fleet("h100:2", catalog, "--a")
+    assert (err.value.source, err.value.field, err.value.message) == (
+        "--a h100:2",
+        "",
+        "unknown accelerator 'h100' (known: a-chip, b-chip, or a TPU slice such as v5p-8)",
+    )

@@ -477,3 +477,16 @@ def test_across_runs_is_the_median_of_the_present_figures():
 )
 def test_ratio_words(value, baseline, lower, words):
     assert metrics.ratio_words(value, baseline, lower, "median step time") == words
+
+
+def test_an_accelerator_without_count_or_key_is_one_chip_without_a_peak():
+    m = metrics.training_metrics(raw([1.0, 0.5], ["warmup", "measure"]), {}, LORA)
+    assert m["tokens_per_s_real_per_chip"] == m["tokens_per_s_real"] == 2000.0 and m["peak_flops_per_chip"] is None
+
+
+def test_steps_of_zero_time_have_no_throughput():
+    # Through _throughput itself: training_metrics' own MFU division has no such guard
+    # (steps of exactly 0 s raise ZeroDivisionError there; reported, not changed here).
+    zero = [{"time_s": 0.0, "tokens_real": 10}] * 2
+    assert metrics._throughput(zero, "tokens_real") is None and metrics._throughput([], "tokens_real") is None
+    assert metrics._throughput([{"time_s": 0.5, "tokens_real": 10}, *zero], "tokens_real") == 20.0
