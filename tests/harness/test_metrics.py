@@ -489,4 +489,4 @@ def test_steps_of_zero_time_have_no_throughput():
     # (steps of exactly 0 s raise ZeroDivisionError there; reported, not changed here).
     zero = [{"time_s": 0.0, "tokens_real": 10}] * 2
     assert metrics._throughput(zero, "tokens_real") is None and metrics._throughput([], "tokens_real") is None
-    assert metrics._throughput([{"time_s": 0.5, "tokens_real": 10}, *zero], "tokens_real") == 20.0
+    assert metrics._throughput([{"time_s": 0.5, "tokens_real": 10}, *zero], "tokens_real") == 30 / 0.5
