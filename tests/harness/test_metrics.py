@@ -126,7 +126,7 @@ def test_mfu_matches_a_hand_computation_for_a_stated_peak():
     m = metrics.training_metrics(data, {"count": 2, "catalog_key": "tpu-v5e"}, FULL)
     flops_per_s = 2 * hand_full_flops([125] * 8) / 1.0  # two measured steps in 1 s
     assert m["mfu"] == pytest.approx(flops_per_s / (197e12 * 2))
-    assert m["model_tflops_per_s"] == pytest.approx(flops_per_s / 1e12)
+    assert m["model_tflops_per_s"] == pytest.approx(flops_per_s / 1e12, rel=1e-13)
     assert m["model_flops_per_token"] == pytest.approx(hand_full_flops([125] * 8) / 1000)
     assert m["peak_flops_per_chip"] == 197e12
     assert m["tokens_per_s_real"] == 2000.0 and m["tokens_per_s_real_per_chip"] == 1000.0
@@ -374,7 +374,7 @@ def test_every_counted_figure_of_a_training_record():
     )
     assert (m["peak_memory_gib"], m["peak_memory_kind"]) == (2.0, "cpu_peak_rss")
     assert (m["setup_time_s"], m["run_time_s"], m["loss_first"], m["loss_last"]) == (1.0, 12.5, 1.0, 0.5)
-    assert m["model_tflops_per_s"] == pytest.approx(LORA_FLOPS_PER_ROW_125 * 8 * 2 / 0.75 / 1e12)
+    assert m["model_tflops_per_s"] == pytest.approx(LORA_FLOPS_PER_ROW_125 * 8 * 2 / 0.75 / 1e12, rel=1e-13)
     assert m["hardware_flops_per_token"] == pytest.approx(m["model_flops_per_token"])  # no checkpointing
     del data["process_s"]
     assert metrics.training_metrics(data, {"count": 1}, LORA)["run_time_s"] == 10.0  # the worker's own clock
