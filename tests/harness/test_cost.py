@@ -373,8 +373,8 @@ def test_a_prices_file_lays_entries_over_the_catalog(tmp_path):
 @pytest.mark.parametrize(
     "text, field, message",
     [
-        ("- a\n- b\n", "", "a prices file is a mapping of accelerator -> price entry"),
-        ("x: {on_demand: 1.0, date: d}\n", "x", "each price needs on_demand (or spot), source and date"),
+        ("- a\n- b\n", "", "=a prices file is a mapping of accelerator -> price entry"),
+        ("x: {on_demand: 1.0, date: d}\n", "x", "=each price needs on_demand (or spot), source and date"),
         ("x: {on_demand: 1.0, source: s}\n", "x", "each price needs on_demand (or spot), source and date"),
         ("x: 3\n", "x", "each price needs"),
         ("x: {on_demand: 0, source: s, date: d}\n", "x.on_demand", "got 0"),
@@ -388,7 +388,9 @@ def test_a_bad_prices_file_is_refused_naming_file_and_entry(tmp_path, text, fiel
     path.write_text(text)
     with pytest.raises(SpecError) as err:
         load_catalog(path)
-    assert (err.value.source, err.value.field) == (str(path), field) and message in str(err.value)
+    assert (err.value.source, err.value.field) == (str(path), field)
+    # "=..." the whole message, else a part of it
+    assert err.value.message == message[1:] if message.startswith("=") else message in err.value.message
 
 
 def test_a_prices_value_at_the_limit_is_accepted(tmp_path):
@@ -491,3 +493,26 @@ def test_an_unpriced_accelerator_name_is_refused_listing_the_catalog():
         "",
         "unknown accelerator 'h100' (known: a-chip, b-chip, or a TPU slice such as v5p-8)",
     )
+
+
+def test_an_unreadable_prices_file_is_refused_naming_it(tmp_path):
+    with pytest.raises(SpecError) as err:
+        load_catalog(tmp_path / "absent.yaml")
+    assert (err.value.source, err.value.field, err.value.message) == (
+        str(tmp_path / "absent.yaml"),
+        "",
+        "cannot read: No such file or directory",
+    )
+
+
+def test_a_scenario_price_is_the_whole_custom_price():
+    spec = CostSpec.model_validate({"prices": {"l4": {"usd_per_chip_hour": 0.5, "source": "deal", "date": "2026-10"}}})
+    assert price_for("l4", spec, load_catalog()) == Price("l4", 0.5, "custom", "deal", "2026-10")
+
+
+def test_a_prices_file_that_is_not_yaml_is_refused_naming_it(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("x: [\n")
+    with pytest.raises(SpecError) as err:
+        load_catalog(path)
+    assert err.value.source == str(path)

@@ -303,6 +303,7 @@ def test_absolute_limits_at_and_past_their_edge(budget, value, verdict, detail):
         "b",
     )
     assert (check.verdict, check.detail, check.measured, check.kind) == (verdict, detail, value, "absolute")
+    assert check.metric == "step_time_s"
     assert check.limit == budget.get("max", budget.get("min"))
     assert check.group == "tiny [default] torch@cpu"
 
@@ -477,6 +478,7 @@ def test_a_gate_that_would_check_nothing_says_so_in_one_exact_line(budgets, resu
     with pytest.raises(SpecError) as err:
         require_checks([], results, budgets_file, baseline, BudgetsFile.model_validate(budgets))
     assert str(err.value) == message
+    assert err.value.field == ("relative" if ": relative: " in message else "")
 
 
 def test_each_relative_verdict_is_a_whole_check():
@@ -531,7 +533,7 @@ def test_every_budget_and_every_group_is_checked():
                 {"metric": "ttft_s", "max": 1},
                 {"metric": "step_time_s", "max": 1},
             ],
-            "relative": {"ttft_s": "+5%", "step_time_s": "+5%"},
+            "relative": {"ttft_s": "+5%", "step_time_s": "+5%", "tokens_per_s_real": "-5%"},
         }
     )
     checks = run_gate([failed_record(name="c"), *records], [make_record([0.5] * 3, name="b")], budgets, "b")
@@ -540,9 +542,11 @@ def test_every_budget_and_every_group_is_checked():
         ("a", "step_time_s", "absolute", "pass"),
         ("b", "step_time_s", "absolute", "pass"),
         ("a", "step_time_s", "relative", "no-data"),
+        ("a", "tokens_per_s_real", "relative", "no-data"),
         ("b", "step_time_s", "relative", "pass"),
+        ("b", "tokens_per_s_real", "relative", "pass"),
     ]
-    assert checks[3].group == "a [default] torch@cpu" and checks[4].group == "b [default] torch@cpu"
+    assert checks[3].group == "a [default] torch@cpu" and checks[5].group == "b [default] torch@cpu"
 
 
 def test_a_failed_groups_reasons_are_each_cut_at_120_characters_and_joined():
@@ -575,3 +579,14 @@ def test_fmt_writes_4_significant_digits_and_the_unit():
         "1.234e+04",
         "2 tok/s",
     )
+
+
+def test_a_budgets_file_is_read_or_refused_naming_file_and_field(tmp_path):
+    assert load_budgets(None) == BudgetsFile()
+    path = tmp_path / "budgets.yaml"
+    path.write_text("relative: {step_time_s: +5%}\nalpha: 0.1\n")
+    assert load_budgets(path) == BudgetsFile(relative={"step_time_s": "+5%"}, alpha=0.1)
+    path.write_text("alpha: 2\n")
+    with pytest.raises(SpecError) as err:
+        load_budgets(path)
+    assert (err.value.source, err.value.field) == (str(path), "alpha")

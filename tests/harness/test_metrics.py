@@ -126,7 +126,7 @@ def test_mfu_matches_a_hand_computation_for_a_stated_peak():
     m = metrics.training_metrics(data, {"count": 2, "catalog_key": "tpu-v5e"}, FULL)
     flops_per_s = 2 * hand_full_flops([125] * 8) / 1.0  # two measured steps in 1 s
     assert m["mfu"] == pytest.approx(flops_per_s / (197e12 * 2))
-    assert m["model_tflops_per_s"] == pytest.approx(flops_per_s / 1e12, rel=1e-13)
+    assert m["model_tflops_per_s"] == pytest.approx(flops_per_s / 1e12, rel=1e-13, abs=0)
     assert m["model_flops_per_token"] == pytest.approx(hand_full_flops([125] * 8) / 1000)
     assert m["peak_flops_per_chip"] == 197e12
     assert m["tokens_per_s_real"] == 2000.0 and m["tokens_per_s_real_per_chip"] == 1000.0
@@ -374,7 +374,7 @@ def test_every_counted_figure_of_a_training_record():
     )
     assert (m["peak_memory_gib"], m["peak_memory_kind"]) == (2.0, "cpu_peak_rss")
     assert (m["setup_time_s"], m["run_time_s"], m["loss_first"], m["loss_last"]) == (1.0, 12.5, 1.0, 0.5)
-    assert m["model_tflops_per_s"] == pytest.approx(LORA_FLOPS_PER_ROW_125 * 8 * 2 / 0.75 / 1e12, rel=1e-13)
+    assert m["model_tflops_per_s"] == pytest.approx(LORA_FLOPS_PER_ROW_125 * 8 * 2 / 0.75 / 1e12, rel=1e-13, abs=0)
     assert m["hardware_flops_per_token"] == pytest.approx(m["model_flops_per_token"])  # no checkpointing
     del data["process_s"]
     assert metrics.training_metrics(data, {"count": 1}, LORA)["run_time_s"] == 10.0  # the worker's own clock
@@ -490,3 +490,35 @@ def test_steps_of_zero_time_have_no_throughput():
     zero = [{"time_s": 0.0, "tokens_real": 10}] * 2
     assert metrics._throughput(zero, "tokens_real") is None and metrics._throughput([], "tokens_real") is None
     assert metrics._throughput([{"time_s": 0.5, "tokens_real": 10}, *zero], "tokens_real") == 30 / 0.5
+
+
+def test_percentile_of_nothing_is_refused_and_two_values_have_a_spread():
+    with pytest.raises(ValueError, match="^percentile of no values$"):
+        metrics.percentile([], 50)
+    assert metrics.summary([1.0, 3.0])["stdev"] == pytest.approx(np.std([1.0, 3.0], ddof=1))
+
+
+def test_flops_use_the_stated_head_dim_and_every_kv_head():
+    """head_dim 32 with hidden 64 and 4 heads (not 64 / 4), 2 KV heads: q and o 64 x 128,
+    k and v 64 x 64 per layer."""
+    arch = {**ARCH, "head_dim": 32, "num_kv_heads": 2, "layer_windows": [None, None]}
+    layers = 2 * (2 * 64 * 128 + 2 * 64 * 64 + 3 * 64 * 128)
+    assert metrics.matmul_weights(arch) == (layers, HEAD_WEIGHTS)
+    flops = metrics.FlopsModel(arch, lora=False, adapter_params=0)
+    assert flops.attention_per_row(10) == hand_attention(10, [None, None], heads=4, head_dim=32)
+    floor = {k: v for k, v in arch.items() if k != "head_dim"} | {"hidden_size": 66}  # 66 // 4 = 16
+    assert metrics.matmul_weights(floor)[0] == 2 * (66 * 16 * (2 * 4 + 2 * 2) + 3 * 66 * 128)
+
+
+def test_a_record_without_steps_setup_compiles_or_window_losses():
+    data = raw([], [])
+    del data["loop"]["setup_compiles"]
+    m = metrics.training_metrics(data, {"count": 1}, LORA)
+    assert m["num_setup_compiles"] == 0 and m["loss_first"] is None and m["loss_last"] is None
+    data["loop"]["window"] = {"num_steps": 1}  # no losses recorded
+    assert metrics.first_non_finite_loss(data) is None
+
+
+def test_ratio_words_at_their_edges():
+    assert metrics.ratio_words(1.0, 0.0, True, "x") is None
+    assert metrics.ratio_words(1.005, 1.0, True, "x") == "1.00x higher x (worse)"  # 1.005 is not "same"

@@ -164,6 +164,9 @@ def test_achieved_rate_is_requests_over_the_span_of_sends():
     sends = [{"sent_s": t} for t in (3.0, 0.5, 1.0, 2.0)]
     assert achieved_rate(sends) == pytest.approx(3 / 2.5)
     assert achieved_rate(sends[:1]) is None and achieved_rate([{"sent_s": 1.0}, {"sent_s": 1.0}]) is None
+    assert achieved_rate(sends[1:3]) == pytest.approx(1 / 0.5)  # two sends
+    for times in ([0.0, 0.0, 1.0], [0.0, 1.0, 1.0]):  # ties at either end
+        assert achieved_rate([{"sent_s": t} for t in times]) == 2.0
 
 
 def test_the_slo_search_answer_is_the_highest_rate_that_met():
@@ -190,6 +193,7 @@ def test_the_slo_search_answer_is_the_highest_rate_that_met():
     ]
     assert summary["points"][2]["values"] == {"ttft_s": pytest.approx(0.2)}
     assert summary["points"][0]["achieved_rate_req_s"] == pytest.approx(1.0)
+    assert [p["failed"] for p in summary["points"]] == [0, 0, 0, 0]
     assert summary["targets"] == {"ttft_s": 0.25} and summary["percentile"] == 50
     assert (summary["stopped"], summary["bracket"], summary["bisection_steps"]) == ("tolerance", [4.0, 6.0], 2)
     assert requests == raw["requests"] + points[2]["requests"]
@@ -244,3 +248,19 @@ def test_tpot_needs_two_tokens():
     from harness.metrics import request_latencies
 
     assert request_latencies({"sent_s": 0.0, "chunk_s": [0.5, 1.25], "output_tokens": 2})["tpot_s"] == 0.75
+
+
+def test_slo_at_a_percentile_edges():
+    from harness.metrics import slo_at_percentile
+
+    two = [_timed(0, 0.0, 0.25, 2, 0.1), _timed(1, 0.0, 0.75, 2, 0.3)]
+    only_tpot = slo_at_percentile(two, {"percentile": 50, "ttft_s": None, "tpot_s": 0.2, "e2el_s": None})
+    assert only_tpot["values"] == {"tpot_s": pytest.approx(0.2)}
+    at_target = slo_at_percentile(two, {"percentile": 50, "ttft_s": 0.5, "tpot_s": None, "e2el_s": None})
+    assert at_target["values"] == {"ttft_s": 0.5} and at_target["met"] is True  # met with <=
+    one_token = [*two, _timed(2, 0.0, 0.05, 1, 0.0)]
+    lowest = slo_at_percentile(one_token, {"percentile": 0, "ttft_s": 1.0, "tpot_s": None, "e2el_s": None})
+    assert lowest["values"] == {"ttft_s": pytest.approx(0.05)}  # a one-token request's TTFT is its own
+    silent = [*two, {**request(3, 0.0, [0.1], 2), "chunk_s": []}, {**request(4, 0.0, [0.1], 3), "chunk_s": []}]
+    tpot = slo_at_percentile(silent, {"percentile": 0, "ttft_s": None, "tpot_s": 1.0, "e2el_s": None})
+    assert tpot["values"] == {"tpot_s": pytest.approx(0.1)}  # no content chunk, 2 or 3 tokens: no TPOT, not 0

@@ -270,7 +270,7 @@ def test_requested_names_what_differs():
     )
     a.label, b.label = "A", "B"
     c = requested(a, b)
-    assert c.factor == "requested" and c.title.startswith("A vs B (differ in accelerator, backend, sequence.padding")
+    assert c.factor == "requested" and c.title == "A vs B (differ in accelerator, backend, sequence.padding, price)"
     assert c.speed.value == pytest.approx(2.0)
 
 
@@ -326,3 +326,144 @@ def test_a_record_without_metrics_or_cost_has_no_figure():
     b = _row(make_record([0.5] * 3, variant="padding=static", catalog_key="cpu-unknown"))
     c = _padding(a, b)
     assert c.cost is None and c.speed.value == pytest.approx(2.0) and c.cost_words() is None
+
+
+def _comparison(speed, cost=None, with_recompiles=None, basis="steady", context="ctx"):
+    from reports.compare import Comparison
+
+    return Comparison("f", "S", "R", "x=1", "x=0", context, basis, speed, cost, with_recompiles, "", "")
+
+
+def test_an_interval_spanning_1_names_the_quantity_not_distinguishable():
+    """Each sentence's quantity, with the interval read in the sentence's direction
+    (0.98x with 0.90-1.05 reads 1.02x dearer, 1/1.05 to 1/0.90)."""
+    same_speed, same_cost = Ratio(1.02, 0.95, 1.1, (3, 3)), Ratio(0.98, 0.9, 1.05, (3, 3))
+    c = _comparison(same_speed, same_cost, with_recompiles=Ratio(0.8, 0.7, 0.9, (3, 3)))
+    assert c.speed_words() == "speed in steady state not distinguishable (1.02x faster, 95% CI 0.95-1.10)"
+    assert c.cost_words() == (
+        "cost per 1M real tokens (steady state) not distinguishable (1.02x dearer, 95% CI 0.95-1.11)"
+    )
+    assert compare_module().factor_headline([c]) == [
+        "x=1 vs x=0: on ctx: speed in steady state not distinguishable (1.02x faster, 95% CI 0.95-1.10), "
+        "1.25x slower with recompiles included (95% CI 1.11-1.43)"
+    ]
+    blurred = _comparison(same_speed, with_recompiles=Ratio(0.95, 0.9, 1.05, (3, 3)))
+    assert (
+        compare_module()
+        .factor_headline([blurred])[0]
+        .endswith(", speed with recompiles included not distinguishable (1.05x slower, 95% CI 0.95-1.11)")
+    )
+    plain = _comparison(same_speed, Ratio(1.01, 0.9, 1.1, (3, 3)), context="")
+    assert plain.speed_words() == "speed not distinguishable (1.02x faster, 95% CI 0.95-1.10)"
+    assert compare_module().w3_sentence(plain, lambda first, second: []) == (
+        "x=1 vs x=0: speed not distinguishable (1.02x faster, 95% CI 0.95-1.10) and cost per 1M real tokens not "
+        "distinguishable (1.01x cheaper, 95% CI 0.90-1.10)"
+    )
+    effective = _comparison(same_speed, Ratio(0.98, 0.9, 1.05, (3, 3)), basis="effective")
+    assert (
+        effective.speed_words() == "speed with compiles included not distinguishable (1.02x faster, 95% CI 0.95-1.10)"
+    )
+    assert compare_module().w3_sentence(effective, lambda first, second: []) == (
+        "x=1 vs x=0 (ctx): speed with compiles included not distinguishable (1.02x faster, 95% CI 0.95-1.10) and "
+        "cost per 1M real tokens not distinguishable (1.02x dearer, 95% CI 0.95-1.11)"
+    )
+    assert effective.cost_words().startswith("cost per 1M real tokens (every measured step) not distinguishable")
+
+
+def test_a_note_names_each_side_without_a_steady_state():
+    b = _row(make_record([0.25] * 3, compiles=[1, 1, 1, 1], variant="padding=static", **XLA))
+    a = _row(make_record([0.5] * 3, variant="padding=dynamic", **XLA))
+    assert _padding(a, b).note == (
+        "no steady state in padding=static (1 of 1 runs: every measured step compiled), so effective figures on both sides"
+    )
+    a = _row(make_record([0.5] * 3, compiles=[1, 1, 1, 1], variant="padding=dynamic", **XLA))
+    assert _padding(a, b).note == (
+        "no steady state in padding=dynamic (1 of 1 runs: every measured step compiled), so effective figures on "
+        "both sides; no steady state in padding=static (1 of 1 runs: every measured step compiled), so effective "
+        "figures on both sides"
+    )
+
+
+V5E = dict(
+    backend="xla-fsdpv2", kind="tpu", device="TPU v5 lite", catalog_key="tpu-v5e", chips=8, usd_per_chip_hour=1.0
+)
+H100 = dict(
+    backend="gpu-fsdp",
+    kind="cuda",
+    device="NVIDIA H100 80GB HBM3",
+    catalog_key="h100-sxm",
+    chips=2,
+    usd_per_chip_hour=3.0,
+)
+
+
+def test_contexts_name_every_factor_held_and_the_equal_differences():
+    """Padding compared on one accelerator: the context holds accelerator and backend;
+    an accelerator compared with one backend: no backend in the levels, held in the context."""
+    from reports.compare import factor_comparisons
+    from reports.factors import factors
+
+    rows = [
+        _row(make_record([0.5] * 3, variant="padding=static", precision="bf16", overrides={"train.steps": 5}, **XLA)),
+        _row(make_record([0.4] * 3, variant="padding=dynamic", precision="bf16", overrides={"train.steps": 5}, **XLA)),
+        _row(make_record([0.3] * 3, variant="padding=static", precision="bf16", overrides={"train.steps": 5}, **V5E)),
+        _row(
+            make_record(
+                [0.3] * 3,
+                variant="padding=static",
+                precision="bf16",
+                overrides={"train.steps": 5},
+                **{**XLA, "backend": "torchax"},
+            )
+        ),
+    ]
+    names = factors(rows)
+    (padding,), _ = factor_comparisons(rows, rows[0], "sequence.padding", names, ["train.steps", "seed"])
+    assert padding.title == "padding=dynamic vs padding=static (v5p-8 · xla-fsdpv2 · bf16 · train.steps=5 · seed=unset)"
+    (accelerator,), _ = factor_comparisons(rows, rows[0], "accelerator", names, [])
+    assert accelerator.title == "v5e-8 vs v5p-8 (xla-fsdpv2 · padding=static · bf16)"
+    (c,), _ = factor_comparisons(rows, rows[0], "accelerator", names, ["price", "train.steps"])
+    assert c.context == "xla-fsdpv2 · padding=static · bf16 · train.steps=5"  # the prices differ: not held
+
+
+def test_accelerators_are_compared_like_with_like_when_one_backend_ran_on_both():
+    from reports.compare import factor_comparisons
+    from reports.factors import factors
+
+    rows = [
+        _row(make_record([0.5] * 3, variant="padding=static", **XLA)),
+        _row(make_record([0.4] * 3, variant="padding=static", **H100)),
+        _row(make_record([0.45] * 3, variant="padding=static", **{**H100, "backend": "xla-fsdpv2"})),
+    ]
+    comparisons, _ = factor_comparisons(rows, rows[0], "accelerator", factors(rows), [])
+    assert [c.title for c in comparisons] == ["2x h100-sxm vs v5p-8 (xla-fsdpv2)"]
+
+
+def test_why_not_picks_the_closest_pair_and_words_each_case():
+    from reports.compare import _why_not
+
+    rows = [
+        _row(make_record([0.5] * 3, variant="padding=static", overrides={"seed": 1, "train.steps": 3}, **XLA)),
+        _row(make_record([0.5] * 3, variant="padding=dynamic", overrides={"seed": 2, "train.steps": 3}, **XLA)),
+        _row(make_record([0.5] * 3, variant="padding=bucketed", overrides={"seed": 2, "train.steps": 4}, **XLA)),
+    ]
+    assert _why_not(rows, "sequence.padding") == (
+        "padding: padding=static, padding=dynamic, padding=bucketed not compared: no two rows differ in it alone "
+        "(the closest pair also differs in seed)"
+    )
+    on_two = [
+        rows[0],
+        _row(make_record([0.5] * 3, variant="padding=dynamic", overrides={"seed": 1, "train.steps": 3}, **V5E)),
+    ]
+    assert _why_not(on_two, "sequence.padding") == (
+        "padding: padding=static, padding=dynamic not compared: no two rows differ in it alone (the closest pair "
+        "also differs in accelerator, price)"
+    )
+    tpu = _row(make_record([0.5] * 3, overrides={"parallel.devices": 4}, **XLA))
+    gpu = _row(make_record([0.5] * 3, overrides={"parallel.devices": 2}, **H100))
+    assert _why_not([tpu, gpu], "backend") == (
+        "backend: xla-fsdpv2, gpu-fsdp: each ran on its own accelerator, so it is compared with the accelerator"
+    )
+    option = "backend_options.xla-fsdpv2.spmd"
+    swept = [_row(make_record([0.5] * 3, cell={option: v}, overrides={"seed": v}, **XLA)) for v in (1, 2)]
+    assert _why_not(swept, option).startswith("spmd: spmd=1, spmd=2 not compared")
