@@ -429,6 +429,7 @@ def test_require_checks_passes_a_gate_that_checks_something():
     assert str(err.value) == (
         "b.yaml: no checks: its budgets match no run in results, and those records declare no budgets of their own"
     )
+    assert err.value.field == ""
 
 
 @pytest.mark.parametrize(

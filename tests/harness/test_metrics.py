@@ -508,6 +508,9 @@ def test_flops_use_the_stated_head_dim_and_every_kv_head():
     assert flops.attention_per_row(10) == hand_attention(10, [None, None], heads=4, head_dim=32)
     floor = {k: v for k, v in arch.items() if k != "head_dim"} | {"hidden_size": 66}  # 66 // 4 = 16
     assert metrics.matmul_weights(floor)[0] == 2 * (66 * 16 * (2 * 4 + 2 * 2) + 3 * 66 * 128)
+    assert metrics.FlopsModel(floor, lora=False, adapter_params=0).attention_per_row(10) == hand_attention(
+        10, [None, None], heads=4, head_dim=16
+    )
 
 
 def test_a_record_without_steps_setup_compiles_or_window_losses():
@@ -522,3 +525,12 @@ def test_a_record_without_steps_setup_compiles_or_window_losses():
 def test_ratio_words_at_their_edges():
     assert metrics.ratio_words(1.0, 0.0, True, "x") is None
     assert metrics.ratio_words(1.005, 1.0, True, "x") == "1.00x higher x (worse)"  # 1.005 is not "same"
+
+
+def test_an_mfu_of_exactly_1_is_kept_only_more_is_withheld():
+    flops = hand_full_flops([100] * 8)
+    seconds = flops / 989e12  # one step at exactly the H100's dense bf16 peak
+    m = metrics.training_metrics(
+        raw([1.0, seconds], ["warmup", "measure"], tokens=800), {"count": 1, "catalog_key": "h100-sxm"}, FULL
+    )
+    assert m["mfu"] == 1.0 and "mfu_invalid" not in m
