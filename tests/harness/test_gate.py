@@ -151,7 +151,10 @@ def test_no_data_fails_the_gate_unless_allowed():
     checks = run_gate([make_record([0.5] * 4, name="a")], [make_record([0.5] * 4, name="b")], budgets, "b")
     assert verdicts(checks) == [("step_time_s", "no-data")]
     assert failing(checks) == checks and failing(checks, allow_no_data=True) == []
-    assert "share no comparable runs" in no_data_reason(checks)
+    assert no_data_reason(checks) == (
+        "1 of 1 checks have no data: the current and baseline results share no comparable runs (same scenario, "
+        "variant, backend and accelerator)"
+    )
     assert "**FAIL**" in markdown(checks) and "NO-DATA" in markdown(checks)
     assert "**PASS**" in markdown(checks, allow_no_data=True)
 
@@ -177,3 +180,414 @@ def test_a_gate_that_would_check_nothing_says_exactly_why(budgets, baseline, bud
     with pytest.raises(SpecError) as err:
         require_checks([], "results", budgets_file, baseline, BudgetsFile.model_validate(budgets))
     assert expected in str(err.value) and not str(err.value).startswith("bench")
+
+
+# --------------------------------------------------------------------------- by hand
+def _check(checks, metric):
+    return next(c for c in checks if c.metric == metric)
+
+
+def test_a_relative_limit_is_the_baseline_moved_by_the_threshold_in_the_worse_direction():
+    """step time (lower is better): limit = base x 1.10; tokens/s (higher): base x 0.90.
+    The p-value is scipy's one-sided Mann-Whitney U on the steps, worse direction."""
+    from scipy.stats import mannwhitneyu
+
+    base_times, times = [1.0, 1.02, 0.98, 1.01, 0.99], [1.3, 1.32, 1.28, 1.31, 1.29]
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%", "tokens_per_s_real": "-10%"}})
+    checks = run_gate([make_record(times)], [make_record(base_times)], budgets, "b")
+    step, tok = _check(checks, "step_time_s"), _check(checks, "tokens_per_s_real")
+    assert (step.measured, step.limit) == pytest.approx((1.3, 1.0 * 1.1))
+    p = mannwhitneyu(times, base_times, alternative="greater").pvalue
+    assert step.detail == (
+        f"step_time_s 1.3 s vs baseline 1 s (+30.0%); limit 1.1 s (+10%); Mann-Whitney p={p:.3g} on steps of 1 vs 1 "
+        "runs; between-run noise unmeasured (use repeats >= 4)"
+    )
+    base_tok, tok_now = 1000 * 5 / sum(base_times), 1000 * 5 / sum(times)
+    assert (tok.measured, tok.limit) == pytest.approx((tok_now, base_tok * 0.9))
+    p = mannwhitneyu([1000 / t for t in times], [1000 / t for t in base_times], alternative="less").pvalue
+    assert tok.detail == (
+        f"tokens_per_s_real {tok_now:.4g} tok/s vs baseline {base_tok:.4g} tok/s ({(tok_now - base_tok) / base_tok:+.1%}); "
+        f"limit {base_tok * 0.9:.4g} tok/s (-10%); Mann-Whitney p={p:.3g} on steps of 1 vs 1 runs; between-run "
+        "noise unmeasured (use repeats >= 4)"
+    )
+    assert step.verdict == tok.verdict == "regression"
+
+
+@pytest.mark.parametrize(
+    "current, verdict",
+    [
+        ([1.1] * 5, "pass"),  # exactly at the limit: not beyond it
+        ([1.11] * 5, "regression"),
+        ([0.5] * 5, "pass"),  # faster is never a regression
+    ],
+)
+def test_a_relative_check_fails_only_beyond_its_limit(current, verdict):
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}})
+    (check,) = run_gate([make_record(current)], [make_record([1.0] * 5)], budgets, "b")
+    assert check.verdict == verdict
+
+
+@pytest.mark.parametrize("direction, alternative", [("lower", "greater"), ("higher", "less")])
+def test_the_noise_test_is_scipys_one_sided_mann_whitney_in_the_worse_direction(direction, alternative):
+    from scipy.stats import mannwhitneyu
+
+    from harness.gate import _worse_p_value
+
+    a, b = [3.0, 4.0, 5.0, 6.0], [1.0, 2.0, 3.5, 4.5]
+    assert _worse_p_value(a, b, direction) == pytest.approx(mannwhitneyu(a, b, alternative=alternative).pvalue)
+    assert _worse_p_value(a[:3], b[:3], direction) is not None
+    assert _worse_p_value(a[:2], b, direction) is None and _worse_p_value(a, b[:2], direction) is None
+
+
+def test_alpha_decides_between_noise_and_regression():
+    base, current = [1.0, 1.5, 0.8, 1.2], [1.3, 1.9, 1.1, 1.6]  # median +30%, p ~0.1
+    lax = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.2})
+    strict = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.05})
+    assert run_gate([make_record(current)], [make_record(base)], lax, "b")[0].verdict == "regression"
+    assert run_gate([make_record(current)], [make_record(base)], strict, "b")[0].verdict == "noise"
+
+
+def test_with_two_steps_a_side_there_is_no_noise_test_and_the_threshold_decides():
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}})
+    (check,) = run_gate([make_record([1.5, 1.5])], [make_record([1.0, 1.0])], budgets, "b")
+    assert check.verdict == "regression"
+    assert check.detail.endswith(
+        "; no noise test (steps of 1 vs 1 runs; between-run noise unmeasured (use repeats >= 4); fewer than 3 samples)"
+    )
+
+
+def test_a_metric_without_raw_samples_and_few_runs_has_no_noise_test():
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s.p90": "+5%"}})
+    (check,) = run_gate([make_record([2.0] * 4)], [make_record([1.0] * 4)], budgets, "b")
+    assert check.verdict == "regression" and "no noise test (too few runs; fewer than 3 samples)" in check.detail
+
+
+def test_noise_samples_are_per_run_figures_from_four_runs_a_side():
+    from harness.gate import noise_samples
+    from harness.gate_metrics import known
+    from harness.result import as_records
+
+    current = as_records([make_record([m] * 3, repeat=i) for i, m in enumerate((1.0, 2.0, 3.0, 4.0))])
+    baseline = as_records([make_record([m] * 3, repeat=i) for i, m in enumerate((0.5, 1.5, 2.5))])
+    metric = known()["step_time_s"]
+    assert noise_samples(metric, current, current) == ([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], "4 vs 4 runs")
+    pooled, base, basis = noise_samples(metric, current, baseline)
+    assert pooled == [1.0] * 3 + [2.0] * 3 + [3.0] * 3 + [4.0] * 3 and base == [0.5] * 3 + [1.5] * 3 + [2.5] * 3
+    assert basis.startswith("steps of 4 vs 3 runs")
+
+
+def test_the_groups_figure_is_the_median_over_runs():
+    from harness.gate import figure
+    from harness.gate_metrics import known
+    from harness.result import as_records
+
+    runs = as_records([make_record([m] * 3, repeat=i) for i, m in enumerate((1.0, 5.0, 2.0, 4.0))])
+    assert figure(known()["step_time_s"], runs) == 3.0  # median of 1, 2, 4, 5
+
+
+@pytest.mark.parametrize(
+    "budget, value, verdict, detail",
+    [
+        ({"max": 0.5}, 0.5, "pass", "within the limit"),
+        ({"max": 0.49}, 0.5, "regression", "step_time_s 0.5 s exceeds the limit max 0.49 s"),
+        ({"min": 0.5}, 0.5, "pass", "within the limit"),
+        ({"min": 0.51}, 0.5, "regression", "step_time_s 0.5 s is below the limit min 0.51 s"),
+        ({"min": 0.4, "max": 0.6}, 0.5, "pass", "within the limit"),
+    ],
+)
+def test_absolute_limits_at_and_past_their_edge(budget, value, verdict, detail):
+    (check,) = run_gate(
+        [make_record([value] * 4)],
+        None,
+        BudgetsFile.model_validate({"budgets": [{"metric": "step_time_s", **budget}]}),
+        "b",
+    )
+    assert (check.verdict, check.detail, check.measured, check.kind) == (verdict, detail, value, "absolute")
+    assert check.metric == "step_time_s"
+    assert check.limit == budget.get("max", budget.get("min"))
+    assert check.group == "tiny [default] torch@cpu"
+
+
+def test_an_absolute_budget_narrowed_to_a_scenario_backend_or_accelerator():
+    records = [make_record([0.5] * 3, name="a"), make_record([0.5] * 3, name="b", backend="gpu-fsdp")]
+    budgets = BudgetsFile.model_validate(
+        {
+            "budgets": [
+                {"metric": "step_time_s", "max": 1, "scenario": "a"},
+                {"metric": "step_time_s", "max": 1, "backend": "gpu-fsdp"},
+                {"metric": "step_time_s", "max": 1, "accelerator": "cpu", "scenario": "b"},
+                {"metric": "step_time_s", "max": 1, "accelerator": "h100-sxm"},
+            ]
+        }
+    )
+    checks = run_gate(records, None, budgets, "b")
+    assert [c.group for c in checks] == [
+        "a [default] torch@cpu",
+        "b [default] gpu-fsdp@cpu",
+        "b [default] gpu-fsdp@cpu",
+    ]
+
+
+def test_an_absent_figure_is_no_data_with_its_limit():
+    from harness.gate import Check
+
+    record = make_record([0.5] * 3)  # on a CPU: no MFU
+    (check,) = run_gate([record], None, BudgetsFile.model_validate({"budgets": [{"metric": "mfu", "min": 0.3}]}), "b")
+    assert check == Check("tiny [default] torch@cpu", "mfu", "absolute", None, 0.3, "no-data", "metric absent")
+    budgets = BudgetsFile.model_validate({"relative": {"mfu": "-5%"}})
+    (check,) = run_gate([record], [make_record([0.5] * 3)], budgets, "b")
+    absent = "metric absent in current or baseline"
+    assert check == Check("tiny [default] torch@cpu", "mfu", "relative", None, None, "no-data", absent)
+    # Only the current side absent (no steady state: every measured step compiled) ...
+    budgets = BudgetsFile.model_validate({"relative": {"tokens_per_s_real": "-5%", "num_recompiles": "+5%"}})
+    compiling = make_record([0.5] * 3, compiles=[1, 1, 1, 1])
+    checks = run_gate([compiling], [record], budgets, "b")
+    assert _check(checks, "tokens_per_s_real") == Check(
+        "tiny [default] torch@cpu", "tokens_per_s_real", "relative", None, None, "no-data", absent
+    )
+    # ... or a baseline of 0 (no recompiles): no relative change to speak of.
+    assert _check(checks, "num_recompiles") == Check(
+        "tiny [default] torch@cpu", "num_recompiles", "relative", 3, None, "no-data", absent
+    )
+
+
+def test_a_failed_run_check_names_each_reason_once():
+    records = [failed_record(name="x"), failed_record(name="x", repeat=1), make_record([0.5] * 3, name="y")]
+    checks = run_gate(records, None, BudgetsFile(), "b")
+    assert [(c.group, c.metric, c.kind, c.verdict, c.detail) for c in checks] == [
+        ("x [default] torch@cpu", "run", "run", "failed", "no successful run: RuntimeError: boom")
+    ]
+    assert checks[0].failed
+    mixed = [failed_record(name="x"), make_record([0.5] * 3, name="x", repeat=1)]
+    assert run_gate(mixed, None, BudgetsFile(), "b") == []  # one run of the group succeeded
+
+
+def test_scenario_budgets_are_deduplicated_and_a_bad_one_names_the_scenario():
+    from harness.gate import scenario_budgets
+    from harness.result import as_records
+
+    limit = [{"metric": "step_time_s", "max": 1.0}]
+    records = as_records([make_record([0.5] * 3, budgets=limit, repeat=i) for i in range(3)])
+    (budget,) = scenario_budgets(records, "results")
+    assert (budget.scenario, budget.metric, budget.max) == ("tiny", "step_time_s", 1.0)
+    bad = as_records([make_record([0.5] * 3, budgets=[{"metric": "step_time_s"}])])
+    with pytest.raises(SpecError) as err:
+        scenario_budgets(bad, "results")
+    assert str(err.value).startswith("results (scenario tiny budgets)")
+
+
+@pytest.mark.parametrize("limit, threshold", [("+5%", 0.05), ("-12.5%", 0.125), (" 7 % ", 0.07), ("0%", 0.0)])
+def test_relative_thresholds_read_as_fractions(limit, threshold):
+    from harness.gate import relative_threshold
+
+    assert relative_threshold(limit) == pytest.approx(threshold)
+    BudgetsFile.model_validate({"relative": {"step_time_s": limit}})
+
+
+def test_no_data_reason_lists_three_checks_and_counts_the_rest():
+    from harness.gate import Check
+
+    missing = [Check(f"g{i}", "m", "absolute", None, None, "no-data", "metric absent") for i in range(5)]
+    ok = Check("g", "m", "absolute", 1.0, 2.0, "pass", "within the limit")
+    assert no_data_reason([ok]) is None
+    assert no_data_reason([ok, *missing]) == (
+        "5 of 6 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent; and 2 more"
+    )
+    assert no_data_reason(missing[:4]).endswith("g2 m: metric absent; and 1 more")
+    assert no_data_reason(missing[:3]) == (
+        "3 of 3 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent"
+    )
+
+
+def test_markdown_lists_every_check_with_failures_in_capitals():
+    from harness.gate import Check
+
+    checks = [
+        Check("tiny [default] torch@cpu", "step_time_s", "absolute", 0.5, 0.4, "regression", "exceeds"),
+        Check("tiny [default] torch@cpu", "mfu", "absolute", None, None, "no-data", "metric absent"),
+        Check("tiny [default] torch@cpu", "num_compiles", "absolute", 2.0, 3.0, "pass", "within the limit"),
+    ]
+    assert markdown(checks).splitlines() == [
+        "| run | metric | check | measured | limit | verdict | detail |",
+        "|---|---|---|---|---|---|---|",
+        "| tiny \\[default\\] torch@cpu | step\\_time\\_s | absolute | 0.5 | 0.4 | REGRESSION | exceeds |",
+        "| tiny \\[default\\] torch@cpu | mfu | absolute | - | - | NO-DATA | metric absent |",
+        "| tiny \\[default\\] torch@cpu | num\\_compiles | absolute | 2 | 3 | pass | within the limit |",
+        "",
+        "**FAIL**: 3 checks, 2 failed",
+    ]
+    assert markdown(checks[2:]).endswith("**PASS**: 1 checks, 0 failed\n")
+    assert markdown(checks[1:], allow_no_data=True).splitlines()[2].endswith("| no-data | metric absent |")
+
+
+def test_require_checks_passes_a_gate_that_checks_something():
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+5%"}})
+    checks = run_gate([make_record([0.5] * 3)], [make_record([0.5] * 3)], budgets, "b")
+    assert require_checks(checks, "results", "b.yaml", "base", budgets) is None
+    with pytest.raises(SpecError) as err:
+        require_checks([], "results", "b.yaml", None, BudgetsFile())
+    assert str(err.value) == (
+        "b.yaml: no checks: its budgets match no run in results, and those records declare no budgets of their own"
+    )
+    assert err.value.field == ""
+
+
+@pytest.mark.parametrize(
+    "budgets, results, budgets_file, baseline, message",
+    [
+        (
+            {},
+            "r",
+            None,
+            "base",
+            "--baseline base: nothing is compared with the baseline: without --budgets there are no relative limits; "
+            "give --budgets FILE, e.g. `relative: {step_time_s: +5%}`",
+        ),
+        (
+            {"budgets": [{"metric": "step_time_s", "max": 1}]},
+            "r",
+            "b.yaml",
+            "base",
+            "--baseline base: nothing is compared with the baseline: b.yaml has no `relative:` limits; add some, "
+            "e.g. `relative: {step_time_s: +5%}`",
+        ),
+        (
+            {"relative": {"step_time_s": "+5%"}},
+            "r",
+            "b.yaml",
+            None,
+            "b.yaml: relative: relative limits compare with a baseline: give --baseline DIR (or drop them)",
+        ),
+        (
+            {"relative": {"step_time_s": "+5%"}},
+            "r",
+            None,
+            None,
+            "--budgets: relative: relative limits compare with a baseline: give --baseline DIR (or drop them)",
+        ),
+        (
+            {},
+            "r",
+            None,
+            None,
+            "r: no checks: give --budgets FILE (budgets or relative limits) with --baseline DIR, or run scenarios "
+            "that declare budgets",
+        ),
+    ],
+)
+def test_a_gate_that_would_check_nothing_says_so_in_one_exact_line(budgets, results, budgets_file, baseline, message):
+    with pytest.raises(SpecError) as err:
+        require_checks([], results, budgets_file, baseline, BudgetsFile.model_validate(budgets))
+    assert str(err.value) == message
+    assert err.value.field == ("relative" if ": relative: " in message else "")
+
+
+def test_each_relative_verdict_is_a_whole_check():
+    from harness.gate import Check
+
+    group = "tiny [default] torch@cpu"
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%", "tokens_per_s_real": "-50%"}})
+    base = [make_record([1.0, 1.1, 0.9, 1.0, 1.05])]
+    passing = run_gate([make_record([1.0, 1.02, 0.98, 1.0, 1.01])], base, budgets, "b")
+    assert [(c.group, c.metric, c.kind, c.verdict) for c in passing] == [
+        (group, "step_time_s", "relative", "pass"),
+        (group, "tokens_per_s_real", "relative", "pass"),
+    ]
+    assert (passing[0].measured, passing[0].limit) == (1.0, pytest.approx(1.1))
+    slower = run_gate([make_record([1.3, 1.35, 1.25, 1.3, 1.32])], base, budgets, "b")
+    assert [(c.group, c.metric, c.kind, c.verdict, c.measured) for c in slower] == [
+        (group, "step_time_s", "relative", "regression", 1.3),
+        (group, "tokens_per_s_real", "relative", "pass", pytest.approx(5000 / 6.52)),
+    ]
+    assert slower[0].limit == pytest.approx(1.1)
+    noisy_base, noisy_now = (
+        [make_record([1.0, 0.6, 1.4, 0.7, 1.3, 1.0])],
+        [make_record([1.15, 0.8, 1.5, 0.75, 1.4, 1.2])],
+    )
+    (noise,) = run_gate(noisy_now, noisy_base, BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}}), "b")
+    assert (noise.group, noise.metric, noise.kind, noise.measured, noise.limit) == (
+        group,
+        "step_time_s",
+        "relative",
+        pytest.approx(1.175),
+        pytest.approx(1.1),
+    )
+    assert noise.verdict == "noise" and "; not distinguishable from noise, Mann-Whitney p=" in noise.detail
+    assert isinstance(noise, Check)
+
+
+def test_a_p_value_at_alpha_is_noise():
+    """3 steps a side, every current step slower: the one-sided exact p is 1/20 = alpha."""
+    budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.05})
+    (check,) = run_gate([make_record([2.0, 2.1, 2.2])], [make_record([1.0, 1.1, 1.2])], budgets, "b")
+    assert "Mann-Whitney p=0.05 " in check.detail and check.verdict == "noise"
+
+
+def test_every_budget_and_every_group_is_checked():
+    """A budget for another scenario or task does not stop the ones after it; a group
+    without a baseline does not stop the next group's checks."""
+    records = [make_record([0.5] * 3, name="a"), make_record([0.5] * 3, name="b")]
+    budgets = BudgetsFile.model_validate(
+        {
+            "budgets": [
+                {"metric": "step_time_s", "max": 1, "scenario": "other"},
+                {"metric": "ttft_s", "max": 1},
+                {"metric": "step_time_s", "max": 1},
+            ],
+            "relative": {"ttft_s": "+5%", "step_time_s": "+5%", "tokens_per_s_real": "-5%"},
+        }
+    )
+    checks = run_gate([failed_record(name="c"), *records], [make_record([0.5] * 3, name="b")], budgets, "b")
+    assert [(c.group.split()[0], c.metric, c.kind, c.verdict) for c in checks] == [
+        ("c", "run", "run", "failed"),
+        ("a", "step_time_s", "absolute", "pass"),
+        ("b", "step_time_s", "absolute", "pass"),
+        ("a", "step_time_s", "relative", "no-data"),
+        ("a", "tokens_per_s_real", "relative", "no-data"),
+        ("b", "step_time_s", "relative", "pass"),
+        ("b", "tokens_per_s_real", "relative", "pass"),
+    ]
+    assert checks[3].group == "a [default] torch@cpu" and checks[5].group == "b [default] torch@cpu"
+
+
+def test_a_failed_groups_reasons_are_each_cut_at_120_characters_and_joined():
+    long = failed_record(name="x")
+    long["failure"]["reason"] = "E" * 130
+    other = failed_record(name="x", repeat=1)
+    (check,) = run_gate([long, other], None, BudgetsFile(), "b")
+    assert check.detail == "no successful run: " + "E" * 120 + "; RuntimeError: boom"
+
+
+def test_records_without_budgets_declare_none_and_a_bad_one_names_its_source():
+    from harness.gate import scenario_budgets
+    from harness.result import as_records
+
+    plain = make_record([0.5] * 3)
+    del plain["scenario"]["resolved"]["budgets"]
+    assert scenario_budgets(as_records([plain]), "results") == []
+    bad = make_record([0.5] * 3, budgets=[{"metric": "step_time_s"}])
+    with pytest.raises(SpecError) as err:
+        run_gate([bad], None, BudgetsFile(), "results-dir")
+    assert err.value.source == "results-dir (scenario tiny budgets)"
+
+
+def test_fmt_writes_4_significant_digits_and_the_unit():
+    from harness.gate import _fmt
+
+    assert (_fmt(None, "s"), _fmt(0.123456, "s"), _fmt(12345.0, ""), _fmt(2.0, "tok/s")) == (
+        "-",
+        "0.1235 s",
+        "1.234e+04",
+        "2 tok/s",
+    )
+
+
+def test_a_budgets_file_is_read_or_refused_naming_file_and_field(tmp_path):
+    assert load_budgets(None) == BudgetsFile()
+    path = tmp_path / "budgets.yaml"
+    path.write_text("relative: {step_time_s: +5%}\nalpha: 0.1\n")
+    assert load_budgets(path) == BudgetsFile(relative={"step_time_s": "+5%"}, alpha=0.1)
+    path.write_text("alpha: 2\n")
+    with pytest.raises(SpecError) as err:
+        load_budgets(path)
+    assert (err.value.source, err.value.field) == (str(path), "alpha")

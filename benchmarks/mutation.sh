@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Mutation check of the formula modules (harness/metrics.py, harness/cost.py,
+# harness/gate.py, reports/stats.py, reports/compare.py, reports/factors.py): mutmut
+# (pinned in pyproject's `mutation` extra, configured in [tool.mutmut]) changes one thing
+# at a time in them and runs their fast tests; a mutant no test fails is a survivor.
+# Run from the repository root:
+#
+#   bash benchmarks/mutation.sh                  # fresh run, 2 workers, then the score
+#   MUTATION_CHILDREN=1 bash benchmarks/mutation.sh
+#   KEEP=1 bash benchmarks/mutation.sh           # reuse mutants/: only what changed is rerun
+#
+# The score is killed / (all mutants - those argued equivalent in
+# benchmarks/mutation_equivalent.txt); the survivors are listed, and the exit status is 1
+# below MUTATION_MIN_SCORE (default 0.90). ~25-45 min on 2 shared cores; not in CI's default run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${MUTATION_VENV:-.venv-mutation}"
+if [ ! -x "$VENV/bin/mutmut" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # Core dependencies and the test runner only: the formula tests need no ML framework.
+  "$VENV/bin/python" -m pip install -q -e '.[mutation]'
+fi
+[ "${KEEP:-0}" = 1 ] || rm -rf mutants
+start=$(date +%s)
+"$VENV/bin/mutmut" run --max-children "${MUTATION_CHILDREN:-2}" > mutants-run.log 2>&1 || true
+echo "mutmut run: $(( $(date +%s) - start )) s (log: mutants-run.log)"
+"$VENV/bin/python" benchmarks/mutation_score.py --min-score "${MUTATION_MIN_SCORE:-0.90}"
