@@ -77,6 +77,37 @@ def cmd_run(args) -> int:
     return 1 if result.failed or result.rescued else 0
 
 
+def cmd_plan(args) -> int:
+    """`bench plan`: the execution plans; with --compile-for, projections on TPU slices."""
+    if not args.compile_for:
+        return cmd_run(args)
+    from harness.display import show_projection
+    from harness.loader import parse_override
+    from harness.tpu_plan import CompileRequest, project
+
+    request = CompileRequest(
+        scenario_path=args.scenario,
+        backend=args.backend,
+        slices=args.compile_for,
+        overrides=dict(parse_override(s) for s in args.set),
+        profile=args.profile,
+        results_dir=Path(args.results_dir),
+        prices_file=args.prices,
+        max_compiles=args.max_compiles,
+        timeout_s=args.timeout,
+        command=sys.argv,
+    )
+    records = project(request)
+    if args.json:
+        print(json.dumps([{**r.to_json(), "path": r.path} for r in records], indent=1))
+        return 0
+    from rich.console import Console
+
+    for record in records:
+        show_projection(record, Console())
+    return 0  # a configuration that does not fit is an answer, not a failure
+
+
 def _trace_override(steps: int | None) -> dict[str, int]:
     """`--trace [STEPS]` is `--set trace.steps=STEPS`: the scenario's `trace` field."""
     if steps is None:
@@ -258,20 +289,29 @@ def _plural(n: int, word: str) -> str:
 def cmd_show(args) -> int:
     from rich.console import Console
 
-    from harness.display import show_record
+    from harness.display import show_projection, show_record
+    from harness.projection import SUFFIX, load_projection, load_projections
     from harness.store import load_record, load_records
 
     console = Console()
     shown = []  # every target is read before anything is printed: a bad one is refused whole
+    projected = []  # projections: shown after the records, labelled projected
     for target in args.records:
         path = Path(target)
         if not path.exists():
             raise SpecError(str(path), "", "no such results file or directory")
+        if path.name.endswith(SUFFIX):
+            try:
+                projected.append(load_projection(path))
+            except ValueError as exc:
+                raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
+            continue
         if path.is_dir():
+            projected.extend(load_projections([path]))
             loaded = load_records([path])
             for warning in loaded.warnings:
                 _stderr_console().print(f"[yellow]warning: {warning}[/yellow]")
-            if not loaded.records:
+            if not loaded.records and not projected:
                 skipped = f" ({len(loaded.warnings)} unreadable files skipped)" if loaded.warnings else ""
                 raise SpecError(str(path), "", f"no result records found{skipped}")
             shown.extend(loaded.records)
@@ -282,6 +322,8 @@ def cmd_show(args) -> int:
                 raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
     for record in shown:
         show_record(record, console)
+    for projection in projected:
+        show_projection(projection, console)
     return 0
 
 
@@ -478,7 +520,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     plan = sub.add_parser("plan", help="print a scenario's execution plan on a backend, run nothing (run --dry-run)")
     _run_arguments(plan)
-    plan.set_defaults(func=cmd_run, dry_run=True)
+    plan.add_argument(
+        "--compile-for",
+        action="append",
+        default=[],
+        metavar="TPU_SLICE",
+        help="compile the train step ahead of time for a TPU slice (tpu-v5e-8, tpu-v5p-8, ...; repeatable) and store "
+        "a projection: fits, memory, FLOPs, collectives, a roofline bound (jax-tunix, torchax; BENCH_PYTHON_TPU)",
+    )
+    plan.add_argument(
+        "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
+    )
+    plan.set_defaults(func=cmd_plan, dry_run=True)
 
     launch = sub.add_parser("launch", help="run a scenario on several accelerators through SkyPilot, then report")
     launch.add_argument("scenario")

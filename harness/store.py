@@ -74,12 +74,16 @@ class LoadResult:
     warnings: list[str] = field(default_factory=list)
 
 
+PROJECTION_SUFFIX = ".projection.json"  # harness.projection.SUFFIX
+
+
 def record_files(paths: Iterable[str | Path]) -> list[Path]:
     """Record files under directories (recursively) and given files; temp files skipped."""
     found: list[Path] = []
     for p in map(Path, paths):
         candidates = sorted(p.rglob("*.json")) if p.is_dir() else [p]
-        found.extend(c for c in candidates if not c.name.startswith(".tmp-"))
+        # Projections (harness/projection.py) live beside the records and are never read as one.
+        found.extend(c for c in candidates if not c.name.startswith(".tmp-") and not c.name.endswith(PROJECTION_SUFFIX))
     return found
 
 
