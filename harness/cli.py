@@ -441,26 +441,53 @@ def _stderr_console():
 def cmd_report(args) -> int:
     from rich.markup import escape
 
+    from harness.projection import load_projections
     from reports.factors import accelerator_matches
     from reports.model import build
     from reports.render import output_format, write
 
     console = _stderr_console()
     path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
-    records = _load_or_fail(args.results, console)
+    projections = _projections_or_fail(args.results, load_projections)
+    records = _load_or_fail(args.results, console) if not projections else _load_records_quietly(args.results, console)
     for field, wanted in (("scenario", args.scenario), ("backend", args.backend)):
         if wanted:
             records = [r for r in records if _record_field(r, field) in wanted]
+            projections = [
+                p for p in projections if (p.scenario["name"] if field == "scenario" else p.backend) in wanted
+            ]
     if args.accelerator:
         records = [r for r in records if any(accelerator_matches(r.accelerator, a) for a in args.accelerator)]
-    if not records:
+    if not records and not projections:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
-    report = build(records, args.baseline, tuple(args.compare))  # a selector naming 0 or 2+ rows: exit 2
+    # a selector naming 0 or 2+ rows: exit 2
+    report = build(records, args.baseline, tuple(args.compare), projections=projections)
     for warning in report.warnings:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     write(report, path, fmt)
     console.print(f"wrote {fmt} report of {len(records)} records to {path}")
     return 0
+
+
+def _projections_or_fail(paths, load) -> list:
+    """The projections stored under the results paths; a bad one is refused, naming it."""
+    for path in paths:
+        if not Path(path).exists():
+            raise SpecError(str(path), "", "no such results file or directory")
+    try:
+        return load(paths)
+    except ValueError as exc:
+        raise SpecError(str(exc).split(": ", 1)[0], "", str(exc).split(": ", 1)[-1]) from None
+
+
+def _load_records_quietly(paths, console) -> list[RunRecord]:
+    """Records beside projections: none is not an error (a report of projections only)."""
+    from harness.store import load_records
+
+    loaded = load_records(paths)
+    for warning in loaded.warnings:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
+    return loaded.records
 
 
 def _record_field(record: RunRecord, field: str) -> str:
