@@ -36,6 +36,8 @@ def abstract_state(scenario, plan, mesh):
         tunix_model.scenario_architecture(scenario), tunix_model.stored_dtype(plan), plan.gradient_checkpointing
     )
     lora = plan.method == "lora"
+    if lora:
+        _refuse_fused_targets(scenario, plan, config)
 
     def make():
         model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=scenario.train.seed))
@@ -46,6 +48,21 @@ def abstract_state(scenario, plan, mesh):
     with mesh:
         model, optimizer = nnx.eval_shape(make)
     return nnx.split((model, optimizer)), lora
+
+
+def _refuse_fused_targets(scenario, plan, config) -> None:
+    """The backend's own rule (JaxTunixBackend._check_lora_targets): peft's separate k/v
+    adapters are refused unless the option `fuse_kv_lora` accepts Tunix's fused one."""
+    from backends.jax_tunix import BACKEND_INFO
+    from backends.jax_tunix.model import fused_lora_targets
+
+    fused = fused_lora_targets(plan.lora_targets, config.num_heads == config.num_kv_heads)
+    options = BACKEND_INFO.options.model_validate(scenario.backend_options.get(BACKEND_INFO.name, {}))
+    if fused and not options.fuse_kv_lora:
+        raise ValueError(
+            f"train.lora.target_modules: {', '.join(fused)} share one fused einsum in Tunix's Gemma 3; drop "
+            "them, or set backend_options.jax-tunix.fuse_kv_lora: true to compile the fused adapter instead"
+        )
 
 
 def _shardings(state, mesh):

@@ -49,9 +49,14 @@ def plan_json(tmp_path, backend: str, *extra: str) -> list[dict]:
     return json.loads(done.stdout)
 
 
+# W1 adapts k_proj and v_proj, which Tunix fuses into one adapter: accepted, as the padding
+# matrix accepts it (the backend refuses it otherwise, and so does its compile).
+FUSED_KV = {"jax-tunix": ("--set", "backend_options.jax-tunix.fuse_kv_lora=true"), "torchax": ()}
+
+
 @pytest.mark.parametrize("backend", ["jax-tunix", "torchax"])
 def test_tiny_w1_fits_v5e_and_v5p_and_its_flops_agree_with_the_harness(tmp_path, backend):
-    projections = plan_json(tmp_path, backend, *SLICES)
+    projections = plan_json(tmp_path, backend, *SLICES, *FUSED_KV[backend])
     assert [p["slice"]["name"] for p in projections] == ["tpu-v5e-8", "tpu-v5p-8"]
     for p in projections:
         (shape,) = p["shapes"]  # static padding: one shape
@@ -78,3 +83,20 @@ def test_too_big_is_an_answer_with_its_bytes(tmp_path):
     assert not shape["fits"]
     assert shape["memory_bytes_per_device"] > 16 * 1024**3
     assert shape["step_time_bound_s"] is None and p["fine_tune"] is None
+
+
+def test_jax_tunix_compile_refuses_peft_kv_adapters_as_its_run_does(tmp_path):
+    done = bench(
+        "plan",
+        str(SCENARIOS / "gemma270m.yaml"),
+        "--backend",
+        "jax-tunix",
+        *TINY_W1,
+        "--compile-for",
+        "tpu-v5e-8",
+        "--results-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert done.returncode == 2 and "train.lora.target_modules: k_proj, v_proj" in done.stderr, done.stderr[-2000:]
+    assert not list(tmp_path.glob("*.projection.json"))

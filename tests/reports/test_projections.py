@@ -1,0 +1,42 @@
+"""The report's projected sections (reports/projections.py): a padding matrix's whole
+fine-tune (one compile static, one per distinct length dynamic), and a stored TPU
+projection shown apart, with measured / projected where a measured run matches."""
+
+from __future__ import annotations
+
+import pytest
+
+from records import make_record
+
+
+def _padding_records():
+    from harness.loader import resolve_runs
+
+    out = []
+    for policy in ("static", "dynamic"):
+        scenario = resolve_runs(
+            "scenarios/padding.yaml",
+            {"sequence.padding": policy, "data.num_examples": 48, "model.preset": "tiny-gemma3"},
+        )[0].scenario
+        # warm-up 5 s (2 compiles), measured steps 1 s, one measured recompile of 3 s
+        record = make_record([1.0, 1.0, 3.0], warmup=(5.0,), compiles=[2, 0, 0, 1], variant=f"padding={policy}")
+        record["scenario"]["resolved"] = scenario.model_dump(mode="json")
+        record["plan"] = {"rows_per_forward": 4}
+        out.append(record)
+    return out
+
+
+def test_padding_matrix_projected_fine_tune_line_and_compiles():
+    from reports.model import build
+    from reports.render import markdown
+
+    report = build(_padding_records())
+    static, dynamic = report.fine_tunes
+    assert static.compiles == 1 and dynamic.compiles > 1
+    assert static.steps == dynamic.steps == 6  # 48 examples / 8 rows a step, one epoch
+    # by hand: setup 1 s + compiles x ((5 - 1) + (3 - 1)) / 3 s + 6 steps x 1 s
+    assert static.minutes == pytest.approx((1.0 + 1 * 2.0 + 6 * 1.0) / 60)
+    assert dynamic.minutes == pytest.approx((1.0 + dynamic.compiles * 2.0 + 6 * 1.0) / 60)
+    (line,) = report.fine_tune_lines
+    assert f"projected fine-tune: static {static.minutes:.3g} min, dynamic {dynamic.minutes:.3g} min" in line
+    assert "Projected fine-tune (projected, not measured)" in markdown(report)
