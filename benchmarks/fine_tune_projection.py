@@ -81,9 +81,11 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=96)
     parser.add_argument("--global-batch", type=int, default=8, help="one micro-batch a step")
     parser.add_argument("--padding", action="append", default=[])
+    parser.add_argument("--results-dir", help="keep the records here (default: a temporary directory)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ft-") as tmp:
-        rows = [one_policy(args, p, Path(tmp)) for p in (args.padding or ["static", "dynamic"])]
+        where = Path(args.results_dir or tmp)
+        rows = [one_policy(args, p, where) for p in (args.padding or ["static", "dynamic"])]
     print(f"{'padding':<10}{'steps':>6}{'compiles p/m':>14}{'projected s':>13}{'measured s':>12}{'p/m':>7}")
     for r in rows:
         compiles = f"{r['projected_compiles']}/{r['measured_compiles']}"

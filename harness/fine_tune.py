@@ -67,27 +67,34 @@ def steady_step_s(raw: dict[str, Any]) -> float | None:
     return statistics.fmean(less_compiles) if less_compiles else None
 
 
-def compile_s_per_shape(raw: dict[str, Any], steady_s: float) -> float | None:
-    """What one compile costs a step: over every step that compiled (warm-up included),
-    its time above a steady step, per compile."""
-    compiling = [s for s in raw["loop"]["steps"] if s["num_compiles"] > 0]
-    compiles = sum(s["num_compiles"] for s in compiling)
-    if not compiles:
-        return None
-    return max(0.0, sum(s["time_s"] - steady_s for s in compiling)) / compiles
+def compile_costs(raw: dict[str, Any], steady_s: float) -> tuple[float, list[int], float]:
+    """(first compile s, the lengths it covered, compile s per new length), from the
+    steps' time above a steady step. The warm-up steps compile every program once (a
+    backend's update program too) for the lengths they meet; a measured step that
+    compiled met a new length: its excess per compile is what a new shape costs. With
+    no such step, a new shape is priced at the first compile per length it covered."""
+    steps = raw["loop"]["steps"]
+    warm = [s for s in steps if s["phase"] == "warmup"]
+    first = max(0.0, sum(s["time_s"] - steady_s for s in warm))
+    lengths = sorted({n for s in warm for n in s.get("seq_lens", [s.get("seq_len")]) if n is not None})
+    later = [s for s in steps if s["phase"] != "warmup" and s["num_compiles"] > 0]
+    compiles = sum(s["num_compiles"] for s in later)
+    if compiles:
+        return first, lengths, max(0.0, sum(s["time_s"] - steady_s for s in later)) / compiles
+    return first, lengths, first / max(1, len(lengths))
 
 
 def from_record(record, scenario, usd_per_chip_hour: float | None = None) -> FineTune | None:
     """The whole fine-tune of `scenario` projected from a measured train record of it:
-    its setup, its compile seconds per shape and its steady step time. None when the
-    record has no steady step or no compile to price."""
+    its setup, its first compile, its compile seconds per new shape and its steady step
+    time. None when the record has no step to price."""
     raw = record.raw or {}
     if not raw.get("loop") or not record.plan:
         return None
     step_s = steady_step_s(raw)
-    compile_s = compile_s_per_shape(raw, step_s) if step_s is not None else None
     if step_s is None:
         return None
+    first, first_lengths, per_shape = compile_costs(raw, step_s)
     work = fine_tune_work(scenario, record.plan["rows_per_forward"])
     return fine_tune(
         examples=work.examples,
@@ -95,9 +102,11 @@ def from_record(record, scenario, usd_per_chip_hour: float | None = None) -> Fin
         steps=work.steps,
         shapes=work.shapes,
         setup_s=raw.get("setup_s") or 0.0,
-        compile_s_per_shape=compile_s or 0.0,
+        first_compile_s=first,
+        shapes_compiled_first=len(set(first_lengths) & set(work.shapes)),
+        compile_s_per_shape=per_shape,
         step_time_s=step_s,
-        basis=f"measured: record {record.run_id} (setup, compile seconds per shape, mean steady step)",
+        basis=f"measured: record {record.run_id} (setup, first compile, compile seconds per new shape, mean steady step)",
         chips=record.accelerator.count,
         usd_per_chip_hour=usd_per_chip_hour,
     )

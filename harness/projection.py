@@ -40,9 +40,9 @@ AOT_METHOD = (
     "bytes accessed / HBM bandwidth): a lower bound, not a measurement"
 )
 FINE_TUNE_METHOD = (
-    "setup + distinct shapes x compile seconds per shape + optimizer steps x steady step time; steps = "
-    "ceil(examples x epochs / global batch); shapes = the padded lengths the padding policy gives over the "
-    "whole fine-tune's batches (the run's own data order)"
+    "setup + first compile (every program's, for the shapes met first) + new shapes x compile seconds per shape + "
+    "optimizer steps x steady step time; steps = ceil(examples x epochs / global batch); shapes = the padded "
+    "lengths the padding policy gives over the whole fine-tune's batches (the run's own data order)"
 )
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -163,9 +163,11 @@ class FineTune(BaseModel):
     epochs: int
     steps: int
     shapes: list[int]  # the distinct padded lengths the run meets, in the order met
-    compiles: int
+    compiles: int  # one per distinct shape
     setup_s: float
-    compile_s_per_shape: float
+    first_compile_s: float  # the first steps' compiles: every program once, for the shapes met first
+    shapes_compiled_first: int  # the shapes those first compiles covered
+    compile_s_per_shape: float  # each shape met after them
     step_time_s: float
     time_s: float
     usd: float | None = None
@@ -252,9 +254,13 @@ def fine_tune(
     basis: str,
     chips: int = 1,
     usd_per_chip_hour: float | None = None,
+    first_compile_s: float = 0.0,
+    shapes_compiled_first: int = 0,
 ) -> FineTune:
-    """The whole fine-tune's time (FINE_TUNE_METHOD) and, at a price, its $."""
-    time_s = setup_s + len(shapes) * compile_s_per_shape + steps * step_time_s
+    """The whole fine-tune's time (FINE_TUNE_METHOD) and, at a price, its $. Without a
+    first compile measured (a TPU projection), every shape costs compile_s_per_shape."""
+    new_shapes = len(shapes) - shapes_compiled_first
+    time_s = setup_s + first_compile_s + new_shapes * compile_s_per_shape + steps * step_time_s
     return FineTune(
         examples=examples,
         epochs=epochs,
@@ -262,6 +268,8 @@ def fine_tune(
         shapes=shapes,
         compiles=len(shapes),
         setup_s=setup_s,
+        first_compile_s=first_compile_s,
+        shapes_compiled_first=shapes_compiled_first,
         compile_s_per_shape=compile_s_per_shape,
         step_time_s=step_time_s,
         time_s=time_s,

@@ -116,25 +116,59 @@ def _raw(steps):
     return {"setup_s": 5.0, "loop": {"steps": steps}}
 
 
-def _step(phase, time_s, compiles):
-    return {"phase": phase, "time_s": time_s, "num_compiles": compiles}
+def _step(phase, time_s, compiles, lengths=(512,)):
+    return {"phase": phase, "time_s": time_s, "num_compiles": compiles, "seq_lens": list(lengths)}
 
 
-def test_compile_seconds_per_shape_is_compiling_steps_time_above_steady_per_compile():
-    from harness.fine_tune import compile_s_per_shape, steady_step_s
+def test_first_compile_and_compile_seconds_per_new_shape_from_step_times():
+    from harness.fine_tune import compile_costs, steady_step_s
 
     raw = _raw(
         [
-            _step("warmup", 9.0, 2),  # two programs compiled
+            _step("warmup", 9.0, 2, (512, 384)),  # two programs compiled for the first lengths
             _step("warmup", 1.0, 0),
             _step("measure", 1.2, 0),
             _step("measure", 0.8, 0),
-            _step("measure", 5.0, 1),
+            _step("measure", 5.0, 1, (256,)),  # a new length
         ]
     )
     steady = steady_step_s(raw)
     assert steady == pytest.approx(1.0)  # mean of 1.2 and 0.8
-    assert compile_s_per_shape(raw, steady) == pytest.approx(((9.0 - 1.0) + (5.0 - 1.0)) / 3)
+    first, lengths, per_shape = compile_costs(raw, steady)
+    assert first == pytest.approx((9.0 - 1.0) + (1.0 - 1.0))
+    assert lengths == [384, 512]
+    assert per_shape == pytest.approx(5.0 - 1.0)
+
+
+def test_without_a_new_shape_measured_a_shape_costs_the_first_compile_per_length():
+    from harness.fine_tune import compile_costs
+
+    raw = _raw([_step("warmup", 7.0, 2, (512, 256)), _step("measure", 1.0, 0), _step("measure", 1.0, 0)])
+    assert compile_costs(raw, 1.0) == (pytest.approx(6.0), [256, 512], pytest.approx(3.0))
+
+
+def test_every_measured_step_compiled_then_steady_is_time_less_compile_events():
+    from harness.fine_tune import steady_step_s
+
+    steps = [dict(_step("measure", t, 1), compile_s=c) for t, c in ((4.0, 3.0), (6.0, 4.5))]
+    assert steady_step_s(_raw(steps)) == pytest.approx(((4.0 - 3.0) + (6.0 - 4.5)) / 2)
+
+
+def test_fine_tune_counts_the_first_compile_once_and_new_shapes_each():
+    ft = fine_tune(
+        examples=64,
+        epochs=1,
+        steps=8,
+        shapes=[512, 384, 256],
+        setup_s=2.0,
+        first_compile_s=10.0,
+        shapes_compiled_first=2,
+        compile_s_per_shape=4.0,
+        step_time_s=1.5,
+        basis="test",
+    )
+    assert ft.compiles == 3 and ft.time_s == pytest.approx(2.0 + 10.0 + 1 * 4.0 + 8 * 1.5)
+    assert ft.usd is None  # no price, no $
 
 
 # --------------------------------------------------------------------------- the padding matrix
