@@ -39,8 +39,13 @@ DTYPE_BYTES = {
 }
 _SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16)\[([\d,]*)\]")
 _OP = re.compile(r"=\s*(.*?)\s+(" + "|".join(COLLECTIVES) + r")(-start)?\(")
-# The TPU compiler's out-of-memory message: "Used 20.5G of 15.75G hbm. Exceeded hbm capacity by 4.7G."
-_OOM = re.compile(r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm")
+# The TPU compiler's out-of-memory messages: "Used 20.5G of 15.75G hbm. Exceeded hbm capacity
+# by 4.7G.", or (temporaries alone too big) "the total memory required for HLO temporaries
+# (89.23G) exceeds available HBM (15.75G)".
+_OOM = (
+    re.compile(r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm"),
+    re.compile(r"required for HLO temporaries \(([\d.]+)([KMGT]?)\) exceeds available HBM \(([\d.]+)([KMGT]?)\)"),
+)
 _UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
@@ -88,7 +93,7 @@ def collectives(hlo_text: str) -> dict[str, dict[str, int]]:
 
 def out_of_memory_bytes(message: str) -> tuple[int, int] | None:
     """(bytes needed, bytes the compiler had) from the TPU compiler's HBM error."""
-    match = _OOM.search(message)
+    match = next((m for m in (pattern.search(message) for pattern in _OOM) if m), None)
     if match is None:
         return None
     used = float(match.group(1)) * _UNIT[match.group(2)]

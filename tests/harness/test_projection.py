@@ -235,6 +235,8 @@ def test_the_compilers_out_of_memory_message_gives_the_bytes():
 
     message = "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 20.50G of 15.75G hbm. Exceeded hbm capacity by 4.75G."
     assert out_of_memory_bytes(message) == (int(20.5 * GIB), int(15.75 * GIB))
+    temporaries = "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (89.23G) exceeds available HBM (15.75G)."
+    assert out_of_memory_bytes(temporaries) == (int(89.23 * GIB), int(15.75 * GIB))
     assert out_of_memory_bytes("something else") is None
 
 
