@@ -273,3 +273,13 @@ def test_projections_are_never_read_as_records(tmp_path):
     assert record_files([tmp_path]) == []
     (loaded,) = load_projections([tmp_path])
     assert loaded.shapes[0].step_time_bound_s == shape.step_time_bound_s and loaded.fits
+
+
+# --------------------------------------------------------------------------- the command line
+def test_compile_for_refuses_a_backend_without_an_aot_step_and_an_unknown_slice():
+    from conftest import SCENARIOS, bench
+
+    done = bench("plan", str(SCENARIOS / "tiny.yaml"), "--backend", "torch", "--compile-for", "tpu-v5e-8", timeout=120)
+    assert done.returncode == 2 and "--backend: torch: --compile-for compiles the JAX backends' step" in done.stderr
+    done = bench("plan", str(SCENARIOS / "tiny.yaml"), "--backend", "torchax", "--compile-for", "v9z-8", timeout=120)
+    assert done.returncode == 2 and "--compile-for: v9z-8" in done.stderr
