@@ -40,6 +40,21 @@ PEAK_BF16_FLOPS: dict[str, float] = {
 }
 # A CPU has no meaningful bf16 peak for this purpose: MFU is reported as absent.
 
+# HBM per TPU chip (capacity, bytes; bandwidth, bytes/s), from the same datasheets: what
+# a projection checks a compiled program against (harness.projection).
+HBM_BYTES: dict[str, int] = {
+    "tpu-v4": 32 * 1024**3,  # cloud.google.com/tpu/docs/v4: 32 GiB HBM2
+    "tpu-v5e": 16 * 1024**3,  # cloud.google.com/tpu/docs/v5e: 16 GiB HBM2
+    "tpu-v5p": 95 * 1024**3,  # cloud.google.com/tpu/docs/v5p: 95 GiB HBM2e
+    "tpu-v6e": 32 * 1024**3,  # cloud.google.com/tpu/docs/v6e: 32 GiB HBM
+}
+HBM_BYTES_PER_S: dict[str, float] = {
+    "tpu-v4": 1200e9,  # 1,200 GB/s
+    "tpu-v5e": 819e9,  # 819 GB/s
+    "tpu-v5p": 2765e9,  # 2,765 GB/s
+    "tpu-v6e": 1640e9,  # 1,640 GB/s
+}
+
 # Generations whose slice names count TensorCores, two per chip.
 _CORES_PER_CHIP = {"tpu-v4": 2, "tpu-v5p": 2}
 

@@ -95,6 +95,37 @@ def _print_skipped(skipped: list[dict], console) -> None:
     console.print(summary(records, console))
 
 
+def cmd_plan(args) -> int:
+    """`bench plan`: the execution plans; with --compile-for, projections on TPU slices."""
+    if not args.compile_for:
+        return cmd_run(args)
+    from harness.display import show_projection
+    from harness.loader import parse_override
+    from harness.tpu_plan import CompileRequest, project
+
+    request = CompileRequest(
+        scenario_path=args.scenario,
+        backend=args.backend,
+        slices=args.compile_for,
+        overrides=dict(parse_override(s) for s in args.set),
+        profile=args.profile,
+        results_dir=Path(args.results_dir),
+        prices_file=args.prices,
+        max_compiles=args.max_compiles,
+        timeout_s=args.timeout,
+        command=sys.argv,
+    )
+    records = project(request)
+    if args.json:
+        print(json.dumps([{**r.to_json(), "path": r.path} for r in records], indent=1))
+        return 0
+    from rich.console import Console
+
+    for record in records:
+        show_projection(record, Console())
+    return 0  # a configuration that does not fit is an answer, not a failure
+
+
 def _trace_override(steps: int | None) -> dict[str, int]:
     """`--trace [STEPS]` is `--set trace.steps=STEPS`: the scenario's `trace` field."""
     if steps is None:
@@ -297,20 +328,29 @@ def _plural(n: int, word: str) -> str:
 def cmd_show(args) -> int:
     from rich.console import Console
 
-    from harness.display import show_record
+    from harness.display import show_projection, show_record
+    from harness.projection import SUFFIX, load_projection, load_projections
     from harness.store import load_record, load_records
 
     console = Console()
     shown = []  # every target is read before anything is printed: a bad one is refused whole
+    projected = []  # projections: shown after the records, labelled projected
     for target in args.records:
         path = Path(target)
         if not path.exists():
             raise SpecError(str(path), "", "no such results file or directory")
+        if path.name.endswith(SUFFIX):
+            try:
+                projected.append(load_projection(path))
+            except ValueError as exc:
+                raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
+            continue
         if path.is_dir():
+            projected.extend(load_projections([path]))
             loaded = load_records([path])
             for warning in loaded.warnings:
                 _stderr_console().print(f"[yellow]warning: {warning}[/yellow]")
-            if not loaded.records:
+            if not loaded.records and not projected:
                 skipped = f" ({len(loaded.warnings)} unreadable files skipped)" if loaded.warnings else ""
                 raise SpecError(str(path), "", f"no result records found{skipped}")
             shown.extend(loaded.records)
@@ -321,6 +361,8 @@ def cmd_show(args) -> int:
                 raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None
     for record in shown:
         show_record(record, console)
+    for projection in projected:
+        show_projection(projection, console)
     return 0
 
 
@@ -461,26 +503,53 @@ def _stderr_console():
 def cmd_report(args) -> int:
     from rich.markup import escape
 
+    from harness.projection import load_projections
     from reports.factors import accelerator_matches
     from reports.model import build
     from reports.render import output_format, write
 
     console = _stderr_console()
     path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
-    records = _load_or_fail(args.results, console)
+    projections = _projections_or_fail(args.results, load_projections)
+    records = _load_or_fail(args.results, console) if not projections else _load_records_quietly(args.results, console)
     for field, wanted in (("scenario", args.scenario), ("backend", args.backend)):
         if wanted:
             records = [r for r in records if _record_field(r, field) in wanted]
+            projections = [
+                p for p in projections if (p.scenario["name"] if field == "scenario" else p.backend) in wanted
+            ]
     if args.accelerator:
         records = [r for r in records if any(accelerator_matches(r.accelerator, a) for a in args.accelerator)]
-    if not records:
+    if not records and not projections:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
-    report = build(records, args.baseline, tuple(args.compare))  # a selector naming 0 or 2+ rows: exit 2
+    # a selector naming 0 or 2+ rows: exit 2
+    report = build(records, args.baseline, tuple(args.compare), projections=projections)
     for warning in report.warnings:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     write(report, path, fmt)
     console.print(f"wrote {fmt} report of {len(records)} records to {path}")
     return 0
+
+
+def _projections_or_fail(paths, load) -> list:
+    """The projections stored under the results paths; a bad one is refused, naming it."""
+    for path in paths:
+        if not Path(path).exists():
+            raise SpecError(str(path), "", "no such results file or directory")
+    try:
+        return load(paths)
+    except ValueError as exc:
+        raise SpecError(str(exc).split(": ", 1)[0], "", str(exc).split(": ", 1)[-1]) from None
+
+
+def _load_records_quietly(paths, console) -> list[RunRecord]:
+    """Records beside projections: none is not an error (a report of projections only)."""
+    from harness.store import load_records
+
+    loaded = load_records(paths)
+    for warning in loaded.warnings:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
+    return loaded.records
 
 
 def _record_field(record: RunRecord, field: str) -> str:
@@ -540,7 +609,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     plan = sub.add_parser("plan", help="print a scenario's execution plan on a backend, run nothing (run --dry-run)")
     _run_arguments(plan)
-    plan.set_defaults(func=cmd_run, dry_run=True)
+    plan.add_argument(
+        "--compile-for",
+        action="append",
+        default=[],
+        metavar="TPU_SLICE",
+        help="compile the train step ahead of time for a TPU slice (tpu-v5e-8, tpu-v5p-8, ...; repeatable) and store "
+        "a projection: fits, memory, FLOPs, collectives, a roofline bound (jax-tunix, torchax; BENCH_PYTHON_TPU)",
+    )
+    plan.add_argument(
+        "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
+    )
+    plan.set_defaults(func=cmd_plan, dry_run=True)
 
     launch = sub.add_parser("launch", help="run a scenario on several accelerators through SkyPilot, then report")
     launch.add_argument("scenario")

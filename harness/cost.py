@@ -240,10 +240,14 @@ def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, fac
     ]
 
 
-def fine_tune_cost(train_cost, tokens_millions: float) -> float | None:
-    """One real fine-tune of `tokens_millions` million real tokens (`train_cost`: a train
-    record's TrainCost): the steady-state $/1M real tokens times its tokens, plus the
-    one-off setup and warm-up (compile)."""
+def fine_tune_cost(train_cost, tokens_millions: float, projected=None) -> float | None:
+    """One real fine-tune. With `projected` (harness.projection.FineTune, priced): its $,
+    setup + every distinct shape's compile + every step (harness/fine_tune.py), which
+    counts the recompiles a dynamic-shape run pays after warm-up. Without: `tokens_millions`
+    million real tokens at the steady-state $/1M of `train_cost` (a train record's
+    TrainCost), plus the one-off setup and warm-up (compile)."""
+    if projected is not None and projected.usd is not None:
+        return projected.usd
     if train_cost is None or None in (train_cost.usd_per_1m_tokens_real, train_cost.usd_setup):
         return None
     return train_cost.usd_per_1m_tokens_real * tokens_millions + train_cost.usd_setup + train_cost.usd_warmup

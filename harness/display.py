@@ -200,3 +200,63 @@ def _absent_by_reason(record: RunRecord) -> dict[str, list[str]]:
     for figure_id, why in record.absent.items():
         grouped.setdefault(why, []).append(figure_id)
     return grouped
+
+
+
+
+# --------------------------------------------------------------------------- projections
+def projection_lines(record) -> list[str]:
+    """A projection (harness/projection.py) in lines, every figure labelled projected."""
+    gib = 1024**3
+    chip = record.slice
+    lines = [
+        f"PROJECTED (not measured): {record.scenario['name']} [{record.scenario['variant']}] on {record.backend}, "
+        f"{chip['name']} ({chip['chips']} chips, topology {chip['topology']})",
+        f"method: {record.method}",
+    ]
+    for s in record.shapes:
+        fit = "fits" if s.fits else "DOES NOT FIT"
+        lines.append(
+            f"  length {s.seq_len} x {s.rows_per_forward} rows/forward x {s.accumulation} accumulation: {fit}, "
+            f"{s.memory_bytes_per_device / gib:.2f} GiB of {s.hbm_bytes_per_device / gib:.0f} GiB HBM per device "
+            f"({s.memory_bytes_per_device:,} bytes); compile {s.compile_s:.1f} s on this host"
+        )
+        for p in s.programs:
+            if p.out_of_memory:
+                lines.append(f"    {p.name}: the compiler: {p.out_of_memory}")
+                continue
+            moved = ", ".join(f"{k} {v.count}x {v.bytes / 2**20:.1f} MiB" for k, v in p.collectives.items()) or "none"
+            lines.append(
+                f"    {p.name} (x{p.runs_per_step}/step): {fmt(p.flops, '.4g')} FLOPs, "
+                f"{fmt(p.bytes_accessed, '.4g')} bytes accessed per device; collectives: {moved}"
+            )
+        if s.fits:
+            bench = s.bench_flops_per_device_per_forward
+            ratio = (
+                f" (harness count {bench:.4g}: HLO / harness {s.flops_per_device_per_forward / bench:.3f})"
+                if bench
+                else ""
+            )
+            lines.append(f"    FLOPs per device per forward pass: {fmt(s.flops_per_device_per_forward, '.4g')}{ratio}")
+            lines.append(
+                f"    bound: step >= {fmt(s.step_time_bound_s, '.4g')} s, <= {fmt(s.tokens_per_s_per_chip_bound, '.4g')} "
+                f"tokens/s per chip, >= ${fmt(s.usd_per_1m_tokens_bound, '.4g')} per 1M tokens"
+            )
+    ft = record.fine_tune
+    if ft is not None:
+        usd = f", ${ft.usd:.2f}" if ft.usd is not None else ""
+        lines.append(
+            f"  projected fine-tune: {ft.steps} steps ({ft.examples} examples x {ft.epochs} epochs), "
+            f"{ft.compiles} compiles, {ft.time_s / 60:.2f} min{usd} ({ft.basis})"
+        )
+    if record.price:
+        p = record.price
+        lines.append(
+            f"  price {p['accelerator']}: ${p['usd_per_chip_hour']}/chip-h ({p['pricing']}; {p['source']}, {p['date']})"
+        )
+    return lines
+
+
+def show_projection(record, console: Console) -> None:
+    for line in projection_lines(record):
+        console.print(Text(line))

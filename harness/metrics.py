@@ -50,6 +50,11 @@ MFU_CONVENTION = (
     "attention 12*heads*head_dim per attended key at each row's real length, causal (position p attends p+1 keys), "
     "sliding-window layers capped at their window; embedding lookups free; padding excluded; dense bf16 peak"
 )
+EXECUTED_CONVENTION = (
+    "executed matmul FLOPs of a step over padded rows: the dense weights as in MFU_CONVENTION for every padded "
+    "token, attention 12*heads*head_dim per query per key over the whole padded row on every layer (an eager, "
+    "masked kernel computes the masked scores too); what a compiler's cost model counts for the same tokens"
+)
 HFU_CONVENTION = (
     "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
 )
@@ -113,6 +118,20 @@ class FlopsModel:
             return 0.0
         layers, _ = matmul_weights(self.arch)
         return length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
+
+    def masked_attention_per_row(self, length: int) -> float:
+        """Attention as an eager (masked) kernel executes it over a padded row: every
+        query against every one of the row's `length` keys, masks applied after the
+        matmuls, on every layer (sliding windows included)."""
+        heads = self.arch["num_heads"]
+        head_dim = self.arch.get("head_dim") or self.arch["hidden_size"] // heads
+        return 12 * heads * head_dim * length * length * len(layer_windows(self.arch))
+
+    def executed_flops(self, padded_lengths: Iterable[int]) -> float:
+        """The matmul FLOPs a compiled step executes over padded rows (EXECUTED_CONVENTION):
+        what a compiler's cost model counts, unlike the model FLOPs of MFU."""
+        dense = self.dense_per_token()
+        return sum(n * dense + self.masked_attention_per_row(n) for n in padded_lengths)
 
     def model_flops(self, row_lengths: Iterable[int]) -> float:
         dense = self.dense_per_token()

@@ -385,6 +385,9 @@ class WorkloadSpec(Section):
     fine_tunes: float = Field(1.0, ge=0, le=1e6)
     fine_tune_tokens_millions: float = Field(gt=0, le=1e9)
     served_tokens_millions: float = Field(0.0, ge=0, le=1e9)  # a billion million: 1e15 tokens
+    # Passes over `data` a fine-tune makes: the projected fine-tune (harness/fine_tune.py)
+    # runs every example this many times; the steps and shapes follow from the data.
+    epochs: int = Field(1, ge=1, le=1000)
 
 
 class Budget(Section):

@@ -80,13 +80,17 @@ class LoadResult:
     warnings: list[str] = field(default_factory=list)
 
 
+PROJECTION_SUFFIX = ".projection.json"  # harness.projection.SUFFIX
+
+
 def record_files(paths: Iterable[str | Path]) -> list[Path]:
     """Record files under directories (recursively) and given files; temp files and
     hidden folders (`bench migrate`'s `.orig/`, caches) skipped under a directory."""
     found: list[Path] = []
     for p in map(Path, paths):
         candidates = sorted(c for c in p.rglob("*.json") if not _hidden(c.relative_to(p))) if p.is_dir() else [p]
-        found.extend(c for c in candidates if not c.name.startswith(".tmp-"))
+        # Projections (harness/projection.py) live beside the records and are never read as one.
+        found.extend(c for c in candidates if not c.name.startswith(".tmp-") and not c.name.endswith(PROJECTION_SUFFIX))
     return found
 
 

@@ -165,6 +165,8 @@ class WorkloadRow:
     serve_basis: str = ""
     # What the serve $ is of where not a production server's (the local engine's).
     serve_label: str = ""
+    # Where train_usd comes from: the projected whole fine-tune, or $/1M x its tokens + setup + warm-up.
+    train_basis: str = ""
 
 
 @dataclass
@@ -182,6 +184,10 @@ class Report:
     tables: list[TaskTable] = field(default_factory=list)
     method: str = stats.METHOD
     conventions: list[str] = field(default_factory=list)
+    # Projections (reports/projections.py): shown apart, labelled projected.
+    projected: list[Any] = field(default_factory=list)
+    fine_tunes: list[Any] = field(default_factory=list)
+    fine_tune_lines: list[str] = field(default_factory=list)
 
 
 CONVENTIONS = [
@@ -346,10 +352,15 @@ def _telling_apart(hits: list[Row]) -> str:
 
 # --------------------------------------------------------------------------- build
 def build(
-    records: list[RunRecord | dict[str, Any]], baseline: str | None = None, compares: tuple[str, ...] = (), warnings=()
+    records: list[RunRecord | dict[str, Any]],
+    baseline: str | None = None,
+    compares: tuple[str, ...] = (),
+    warnings=(),
+    projections=(),
 ) -> Report:
     """The report of these records: RunRecords, or stored records' JSON (validated and
-    migrated here, once: everything past this point reads typed records)."""
+    migrated here, once: everything past this point reads typed records). `projections`
+    (harness.projection.ProjectionRecord) are shown apart, as projected."""
     records = as_records(records)
     serving = _serving_rows([r for r in records if r.ok and layout_of(r) == "serving"])
     ok = [r for r in records if r.ok and layout_of(r) == "comparisons"]
@@ -376,6 +387,7 @@ def build(
         conventions=CONVENTIONS,
     )
     report.workloads = _workloads([r for r in records if r.ok])
+    _add_projections(report, ok, list(projections))
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
     report.tables = _task_tables([r for r in records if r.ok and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
@@ -383,6 +395,15 @@ def build(
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
         report.sections.append(_section(name, rows, base, reason, [p[name] for p in picked if name in p], report))
     return report
+
+
+def _add_projections(report: Report, train: list[RunRecord], projections: list) -> None:
+    from reports.projections import fine_tune_rows, projected_rows
+
+    report.projected = projected_rows(projections, train)
+    label = lambda r: f"{r.scenario.variant} · {r.backend.name} · {r.accelerator.catalog_key} x{r.accelerator.count}"  # noqa: E731
+    report.fine_tunes, report.fine_tune_lines, warnings = fine_tune_rows(train, label)
+    report.warnings += warnings
 
 
 def _record_warnings(records: list[RunRecord]) -> list[str]:
@@ -499,7 +520,8 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
             # An SLO search's $/1M output tokens is the one at the load a user would run.
             searched = [s for s in serves if _searched(s)]
             serves = searched or serves
-            per_run = row.median(lambda r: _fine_tune_usd(r, spec["fine_tune_tokens_millions"]))
+            per_run = row.median(lambda r: _fine_tune_usd(r, spec["fine_tune_tokens_millions"])[0])
+            train_basis = _fine_tune_usd(row.records[0], spec["fine_tune_tokens_millions"])[1]
             per_1m = (
                 across_runs(r.cost.usd_per_1m_output_tokens if r.cost else None for r in serves[0].records)
                 if len(serves) == 1
@@ -514,9 +536,10 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
                         workload_cost(per_run, spec["fine_tunes"], per_1m, spec["served_tokens_millions"]),
                         _serve_basis(serves[0], bool(searched)),
                         cost_label(serves[0].records),
+                        train_basis,
                     )
                 )
-        for row, train_usd, serve_usd, total, basis, label in found:
+        for row, train_usd, serve_usd, total, basis, label, train_basis in found:
             rows.append(
                 WorkloadRow(
                     name,
@@ -531,17 +554,26 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
                     row,
                     basis,
                     label,
+                    train_basis,
                 )
             )
     return rows
 
 
-def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> float | None:
-    """harness.cost.fine_tune_cost of a train record's cost (None for records from before
-    setup was priced)."""
+def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> tuple[float | None, str]:
+    """harness.cost.fine_tune_cost of a train record: the whole fine-tune projected from
+    it where its scenario's data can say what that is (reports/projections.py), else
+    its steady $/1M x the workload's tokens + setup + warm-up (None for records from
+    before setup was priced); with the basis, in words."""
     from harness.cost import fine_tune_cost
+    from reports.projections import fine_tune_of
 
-    return fine_tune_cost(record.cost, tokens_millions)
+    projected, _ = fine_tune_of(record)
+    if projected is not None and projected.usd is not None:
+        return fine_tune_cost(record.cost, tokens_millions, projected), "projected whole fine-tune: " + projected.basis
+    return fine_tune_cost(
+        record.cost, tokens_millions
+    ), "steady $/1M real tokens x fine_tune_tokens_millions + setup + warm-up"
 
 
 def _serve_basis(row: Row, searched: bool) -> str:

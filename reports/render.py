@@ -86,6 +86,7 @@ def html(report: Report, base: Path | None = None) -> str:
         factor_names=factor_names,
         profile_name=profile_name,
         cost_note=COST_NOTE,
+        projected_note=PROJECTED_NOTE,
         trace_links=lambda record: trace_links(record, base),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
@@ -198,6 +199,7 @@ def markdown(report: Report) -> str:
             for w in report.workloads
         ]
         out.append("")
+    out += _projected_markdown(report)
     if report.failed:
         out += ["## Failed runs", "", "| scenario | variant | backend | failure | reason |", "|---|---|---|---|---|"]
         out += [
@@ -218,6 +220,65 @@ def markdown(report: Report) -> str:
         for p in report.prices
     ]
     return "\n".join(out) + "\n"
+
+
+def _projected_markdown(report: Report) -> list[str]:
+    """The projected sections (reports/projections.py), each labelled projected."""
+    out: list[str] = []
+    num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+    if report.fine_tunes:
+        out += ["## Projected fine-tune (projected, not measured)", ""]
+        out += [f"- {md_cell(line)}" for line in report.fine_tune_lines] + ([""] if report.fine_tune_lines else [])
+        out += ["| scenario | run | steps | compiles | minutes | $ | basis |", "|---|---|---|---|---|---|---|"]
+        out += [
+            "| "
+            + " | ".join(
+                md_cell(x) for x in (f.scenario, f.run, f.steps, f.compiles, f"{f.minutes:.3g}", num(f.usd), f.basis)
+            )
+            + " |"
+            for f in report.fine_tunes
+        ]
+        out.append("")
+    if report.projected:
+        out += [
+            "## Projected on TPU (compiler's bound, not measured)",
+            "",
+            "| scenario | variant | backend | slice | fits | GiB/device | step bound s | tokens/s/chip bound | "
+            "$/1M tokens bound | fine-tune compiles | fine-tune min | measured / projected |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        out += [
+            "| "
+            + " | ".join(
+                md_cell(x)
+                for x in (
+                    p.scenario,
+                    p.variant,
+                    p.backend,
+                    f"{p.slice} ({p.chips} chips)",
+                    p.fits,
+                    f"{p.memory_gib:.3g}",
+                    num(p.step_bound_s),
+                    num(p.tokens_per_s_per_chip_bound),
+                    num(p.usd_per_1m_bound),
+                    num(p.compiles),
+                    num(p.fine_tune_min),
+                    num(p.measured_over_projected),
+                )
+            )
+            + " |"
+            for p in report.projected
+        ]
+        out += ["", PROJECTED_NOTE, ""]
+    return out
+
+
+PROJECTED_NOTE = (
+    "Projected: the step compiled ahead of time for the slice's topology on a host without a TPU; the bound is "
+    "max(FLOPs / peak, bytes / HBM bandwidth) per program from the compiler's cost model, a lower bound on step "
+    "time (an upper bound on tokens/s), never a measurement. measured / projected: a measured run of the same "
+    "configuration's padded tokens/s per chip over the bound."
+)
 
 
 def _figures(metrics: Any) -> dict[str, Any]:

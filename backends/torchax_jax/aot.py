@@ -1,0 +1,132 @@
+"""torchax's train step compiled ahead of time for a TPU topology (harness/projection.py).
+
+The backend's own pieces, with shapes only: the scenario's Hugging Face model and peft
+LoRA (hf_common) built on torch's meta device (no weight in memory), cast to the plan's
+dtypes, its tensors turned into `jax.ShapeDtypeStruct`s placed as the backend places
+them (dim 0 over `fsdp` where it divides, rows over data x fsdp). The step is the
+backend's two programs: the micro-batch's loss and gradients added to a donated carry
+(`bench_grad_step`, run `accumulation` times a step, compiled once per length) and the
+optax update (`bench_apply_step`, once a step, one shape whatever the length).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends import jax_common
+from backends.jax_common import aot
+from backends.torchax_jax.backend import MESH_AXES, configure_jax
+
+
+def abstract_model(scenario, plan):
+    """The model on the meta device: weights, frozen weights and buffers as shapes."""
+    import torch
+
+    from backends.hf_common.model import apply_lora, build_model, cast_to_plan
+
+    with torch.device("meta"):
+        model = cast_to_plan(apply_lora(build_model(scenario), scenario), plan.precision)
+    return model
+
+
+def _struct(tensor):
+    import jax
+    from torchax.ops.mappings import t2j_dtype
+
+    return jax.ShapeDtypeStruct(tuple(tensor.shape), t2j_dtype(tensor.dtype))
+
+
+class AbstractStep:
+    """The torchax step's programs over a mesh of the topology's devices."""
+
+    def __init__(self, scenario, plan, devices) -> None:
+        configure_jax(1)
+        import torchax  # noqa: F401 - after the compat shim (configure_jax)
+
+        self.scenario, self.plan = scenario, plan
+        self.mesh = jax_common.mesh(devices[: plan.devices], plan.mesh, {axis: axis for axis in MESH_AXES})
+        self.model = abstract_model(scenario, plan)
+        params = dict(self.model.named_parameters())
+        self.weights = {n: _struct(p) for n, p in params.items() if p.requires_grad}
+        constants = {**{n: p for n, p in params.items() if not p.requires_grad}, **dict(self.model.named_buffers())}
+        self.buffers = {n: _struct(t) for n, t in constants.items()}
+        self.optimizer = jax_common.optax_optimizer(scenario.train, plan.lr)
+
+    def _sharding(self, spec=()):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec(*spec))
+
+    def _placed(self, tree):
+        """As the backend places weights: dim 0 over fsdp where it divides."""
+        import jax
+
+        fsdp = self.plan.mesh["fsdp"]
+
+        def place(a):
+            split = fsdp > 1 and len(a.shape) and a.shape[0] % fsdp == 0
+            return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self._sharding(("fsdp",) if split else ()))
+
+        return jax.tree_util.tree_map(place, tree)
+
+    def _loss(self, weights, buffers, ids, mask, labels, normaliser):
+        import torch
+
+        from backends.hf_common.model import token_loss_sum
+
+        logits = torch.func.functional_call(
+            self.model,
+            {**weights, **buffers},
+            args=(),
+            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False},
+        ).logits
+        return token_loss_sum(logits, labels) / normaliser
+
+    def grad_program(self, seq_len: int) -> dict[str, Any]:
+        import jax
+        import jax.numpy as jnp
+        from torchax.interop import jax_view
+
+        value_and_grad = jax.value_and_grad(jax_view(self._loss))
+
+        def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
+            loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
+            total, accumulated = carry
+            return total + loss, jax.tree_util.tree_map(jnp.add, accumulated, grads)
+
+        weights = self._placed(self.weights)
+        carry = (jax.ShapeDtypeStruct((), jnp.float32, sharding=self._sharding()), weights)
+        rows = jax.ShapeDtypeStruct(
+            (self.plan.rows_per_forward, seq_len), jnp.int32, sharding=self._sharding((MESH_AXES,))
+        )
+        out = jax.tree_util.tree_map(lambda a: a.sharding, carry)
+        jitted = jax.jit(bench_grad_step, donate_argnums=(6,), out_shardings=out)
+        args = (weights, self._placed(self.buffers), rows, rows, rows, carry[0], carry)
+        return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation)
+
+    def apply_program(self) -> dict[str, Any]:
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        optimizer = self.optimizer
+
+        def bench_apply_step(grads, weights, opt_state):
+            updates, opt_state = optimizer.update(grads, opt_state, weights)
+            weights = optax.apply_updates(weights, updates)
+            zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
+            return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
+
+        weights = self._placed(self.weights)
+        opt_state = self._placed(jax.eval_shape(optimizer.init, self.weights))
+        jitted = jax.jit(bench_apply_step, donate_argnums=(0, 1, 2))
+        return aot.compile_facts("bench_apply_step", jitted, (weights, weights, opt_state), 1)
+
+
+def compile_shapes(scenario, plan, devices, seq_lens: list[int]) -> list[list[dict[str, Any]]]:
+    """Per length: [the micro-batch program, the update program]. The update has one
+    shape whatever the length: compiled once, listed with every length."""
+    step = AbstractStep(scenario, plan, devices)
+    with step.mesh:
+        apply = step.apply_program()
+        return [[step.grad_program(n), apply] for n in seq_lens]

@@ -1,0 +1,234 @@
+"""`bench plan SCENARIO --backend B --compile-for tpu-v5e-8`: the scenario's train step
+compiled ahead of time for a TPU slice nobody rented, stored as a projection.
+
+For every matrix cell and slice: the plan on the slice's chips (refused as `bench run`
+would refuse it), the distinct padded lengths the whole fine-tune meets
+(harness/fine_tune.py), the longest `max_compiles` of them compiled by the backend's AOT
+module in a worker of the TPU environment (BENCH_PYTHON_TPU: jax[tpu] with libtpu), and
+the compiler's facts turned into a ProjectionRecord (harness/projection.py), written as
+`<results>/<...>.projection.json`. A configuration too big for the chips is an answer
+(fits: no, with the bytes), not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import SpecError
+from harness.projection import Program, ProjectionRecord, ShapeProjection, TpuSlice, fine_tune, shape_projection
+
+TPU_PYTHON_ENV = "BENCH_PYTHON_TPU"
+AOT_BACKENDS = ("jax-tunix", "torchax")
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    scenario_path: str
+    backend: str | None
+    slices: list[str]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    profile: str = "auto"
+    results_dir: Path = Path("results")
+    prices_file: str | None = None
+    max_compiles: int = 4
+    timeout_s: float | None = None
+    command: list[str] = field(default_factory=list)
+
+
+def tpu_python() -> str:
+    """The interpreter with libtpu: BENCH_PYTHON_TPU, else this one."""
+    return os.environ.get(TPU_PYTHON_ENV) or sys.executable
+
+
+def project(request: CompileRequest) -> list[ProjectionRecord]:
+    """Every matrix cell of the scenario on every slice, compiled and stored."""
+    from harness import registry
+    from harness.cost import load_catalog
+    from harness.loader import read_document, resolve_runs, validate
+    from harness.projection import tpu_slice
+    from harness.runner import pick_profile
+
+    backend = _aot_backend(request.backend)
+    chips = [tpu_slice(text) for text in request.slices]
+    if request.max_compiles < 1:
+        raise SpecError("--max-compiles", str(request.max_compiles), "compile at least one shape")
+    base = validate(read_document(request.scenario_path), request.scenario_path)
+    runs = resolve_runs(request.scenario_path, request.overrides, pick_profile(request.profile, base.profiles, "tpu"))
+    catalog = load_catalog(request.prices_file)
+    info = registry.get(backend)
+    records = []
+    for run in [r for r in runs if r.repeat == 0]:  # a compile does not vary between repeats
+        for chip in chips:
+            records.append(_project_run(request, run, chip, info, catalog))
+    return records
+
+
+def _aot_backend(name: str | None) -> str:
+    if name not in AOT_BACKENDS:
+        raise SpecError(
+            "--backend", str(name), f"--compile-for compiles the JAX backends' step: {', '.join(AOT_BACKENDS)}"
+        )
+    return name
+
+
+def _project_run(request: CompileRequest, run, chip: TpuSlice, info, catalog) -> ProjectionRecord:
+    from harness import plan as plans
+    from harness.cost import price_for
+    from harness.fine_tune import fine_tune_work
+    from harness.store import write_json_atomic
+
+    source = f"{request.scenario_path} [{run.variant}] on {chip.name}"
+    plan = plans.resolve(run.scenario, "tpu", chip.chips, info.capabilities, source)
+    work = fine_tune_work(run.scenario, plan.rows_per_forward)
+    lengths = sorted(set(work.shapes), reverse=True)[: request.max_compiles]
+    facts = _compile(request, run, plan, chip, lengths, info.name)
+    price = price_for(chip.catalog_key, run.scenario.cost, catalog)
+    rate = price.usd_per_chip_hour if price else None
+    plan_json = plan.model_dump(mode="json")
+    shapes = [
+        shape_projection(
+            n,
+            plan_json,
+            [Program.model_validate(_program(p)) for p in programs],
+            chip,
+            rate,
+            _bench_flops(run.scenario, plan, n),
+        )
+        for n, programs in zip(lengths, facts["shapes"])
+    ]
+    record = ProjectionRecord(
+        scenario={
+            "name": run.scenario.name,
+            "file": run.source,
+            "variant": run.variant,
+            "hash": run.scenario_hash,
+            "profile": run.profile,
+            "resolved": run.scenario.model_dump(mode="json"),
+        },
+        backend=info.name,
+        slice=chip.to_json(),
+        price=price.to_json() if price else None,
+        plan=plan_json,
+        shapes=shapes,
+        fine_tune=_tpu_fine_tune(work, shapes, chip, rate),
+        provenance={
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": request.command,
+            "libraries": facts.get("libraries", {}),
+            "python": tpu_python(),
+            "compiled_lengths": lengths,
+        },
+    )
+    path = write_json_atomic(Path(request.results_dir) / _filename(record), record.to_json())
+    return record.model_copy(update={"path": str(path)})
+
+
+def _filename(record: ProjectionRecord) -> str:
+    from harness.projection import projection_filename
+
+    return projection_filename(record)
+
+
+def _program(facts: dict[str, Any]) -> dict[str, Any]:
+    """A worker's program facts as a Program's fields."""
+    memory = facts.get("memory", {})
+    return {
+        "name": facts["name"],
+        "runs_per_step": facts["runs_per_step"],
+        "compile_s": facts["compile_s"],
+        "memory_bytes": memory.get("total_bytes", 0),
+        "out_of_memory": facts.get("out_of_memory"),
+        "flops": facts.get("flops"),
+        "bytes_accessed": facts.get("bytes_accessed"),
+        "collectives": facts.get("collectives", {}),
+        "memory": memory,
+    }
+
+
+def _bench_flops(scenario, plan, seq_len: int) -> float | None:
+    """harness.metrics' executed FLOPs of one micro-batch program, per device: every
+    row of the forward pass padded to `seq_len`, split over the devices."""
+    from harness.metrics import FlopsModel
+
+    arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else None
+    if not arch:
+        return None
+    lora = plan.method == "lora"
+    model = FlopsModel(arch, lora=lora, adapter_params=(plan.trainable_params or 0) if lora else 0)
+    return model.executed_flops([seq_len] * plan.rows_per_forward) / plan.devices
+
+
+def _tpu_fine_tune(work, shapes: list[ShapeProjection], chip: TpuSlice, rate: float | None):
+    """The whole fine-tune on the slice, at the roofline bound: steps x (bound per padded
+    token over the compiled shapes, their mean, x the fine-tune's padded tokens per
+    step), one compile per distinct length at this host's mean compile seconds; setup
+    is not projected (0). None when a shape does not fit."""
+    if not shapes or not all(s.fits and s.step_time_bound_s for s in shapes):
+        return None
+    per_token = statistics.fmean(
+        s.step_time_bound_s / (s.seq_len * s.rows_per_forward * s.accumulation) for s in shapes
+    )
+    return fine_tune(
+        examples=work.examples,
+        epochs=work.epochs,
+        steps=work.steps,
+        shapes=work.shapes,
+        setup_s=0.0,
+        compile_s_per_shape=statistics.fmean(s.compile_s for s in shapes),
+        step_time_s=per_token * work.padded_tokens_per_step,
+        basis=(
+            f"projected on {chip.name}: roofline bound per padded token (mean of {len(shapes)} compiled "
+            "length(s)) x padded tokens per step; compile seconds of the TPU compiler on this host; setup not "
+            "projected (0)"
+        ),
+        chips=chip.chips,
+        usd_per_chip_hour=rate,
+    )
+
+
+def _compile(request: CompileRequest, run, plan, chip: TpuSlice, lengths: list[int], backend: str) -> dict[str, Any]:
+    """The worker's facts (backends/jax_common/aot_worker.py), or a BenchError saying why not."""
+    from harness.errors import BackendUnavailable
+    from harness.registry import worker_env
+
+    job = {
+        "scenario": run.document,
+        "source": run.source,
+        "plan": plan.model_dump(mode="json"),
+        "backend": backend,
+        "slice": chip.to_json(),
+        "seq_lens": lengths,
+    }
+    timeout = request.timeout_s or run.scenario.run_timeout_s
+    with tempfile.TemporaryDirectory(prefix="bench-aot-") as tmp:
+        job_path, facts_path = Path(tmp) / "job.json", Path(tmp) / "facts.json"
+        job_path.write_text(json.dumps(job))
+        cmd = [tpu_python(), "-m", "backends.jax_common.aot_worker", str(job_path), str(facts_path)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=worker_env())
+        except FileNotFoundError:
+            raise BackendUnavailable(f"{TPU_PYTHON_ENV}={tpu_python()}: no such interpreter") from None
+        except subprocess.TimeoutExpired:
+            raise BackendUnavailable(
+                f"the compile for {chip.name} took longer than {timeout:g} s (--timeout)"
+            ) from None
+        if done.returncode != 0 or not facts_path.exists():
+            raise BackendUnavailable(_worker_failure(done, chip))
+        return json.loads(facts_path.read_text())
+
+
+def _worker_failure(done, chip: TpuSlice) -> str:
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    tail = lines[-1] if lines else f"exit {done.returncode}"
+    if "No module named 'libtpu'" in done.stderr or "TPU platform" in done.stderr or "libtpu" in tail:
+        return f"cannot compile for {chip.name} here: {tail} (install the tpu extra: pip install -e '.[tpu]'; {TPU_PYTHON_ENV})"
+    return f"the compile for {chip.name} failed: {tail}"

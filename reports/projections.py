@@ -1,0 +1,160 @@
+"""The report's projected figures, always labelled projected, never in measured rows.
+
+- Projected on TPU: one row per stored projection (harness/projection.py: a scenario's
+  step compiled ahead of time for a TPU slice): fits, memory per device, the roofline
+  bound on step time and tokens/s per chip, $/1M at list price, the compiles the whole
+  fine-tune will pay. Where a measured record of the same configuration (scenario,
+  variant, backend, accelerator and chips) exists, measured / projected tokens/s per chip:
+  how far the real step stays from the compiler's bound.
+- Projected fine-tune: per measured train run whose scenario prices a workload or
+  compares padding policies, the whole fine-tune it stands for (harness/fine_tune.py),
+  and one line per scenario: "projected fine-tune: static X min, dynamic Y min".
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+GIB = 1024**3
+
+
+@dataclass
+class ProjectedRow:
+    scenario: str
+    variant: str
+    backend: str
+    slice: str
+    chips: int
+    fits: str
+    memory_gib: float  # the largest shape's, per device
+    step_bound_s: float | None  # the longest shape's
+    tokens_per_s_per_chip_bound: float | None
+    usd_per_1m_bound: float | None
+    compiles: int | None  # the whole fine-tune's
+    fine_tune_min: float | None
+    measured_over_projected: float | None  # measured tokens/s per chip / bound
+
+
+@dataclass
+class FineTuneRow:
+    scenario: str
+    run: str
+    steps: int
+    compiles: int
+    minutes: float
+    usd: float | None
+    basis: str
+
+
+def _matches(record, projection) -> bool:
+    return (
+        record.scenario.name == projection.scenario["name"]
+        and record.scenario.variant == projection.scenario["variant"]
+        and record.backend.name == projection.backend
+        and record.accelerator.catalog_key == projection.slice["catalog_key"]
+        and record.accelerator.count == projection.slice["chips"]
+    )
+
+
+def projected_rows(projections, records) -> list[ProjectedRow]:
+    rows = []
+    for p in projections:
+        longest = max(p.shapes, key=lambda s: s.seq_len)
+        measured = [r.metrics.tokens_per_s_padded_per_chip for r in records if r.ok and _matches(r, p) and r.metrics]
+        measured = [m for m in measured if m]
+        bound = longest.tokens_per_s_per_chip_bound
+        rows.append(
+            ProjectedRow(
+                scenario=p.scenario["name"],
+                variant=p.scenario["variant"],
+                backend=p.backend,
+                slice=p.slice["name"],
+                chips=p.slice["chips"],
+                fits="yes" if p.fits else "no",
+                memory_gib=max(s.memory_bytes_per_device for s in p.shapes) / GIB,
+                step_bound_s=longest.step_time_bound_s,
+                tokens_per_s_per_chip_bound=bound,
+                usd_per_1m_bound=longest.usd_per_1m_tokens_bound,
+                compiles=p.fine_tune.compiles if p.fine_tune else None,
+                fine_tune_min=p.fine_tune.time_s / 60 if p.fine_tune else None,
+                measured_over_projected=sorted(measured)[len(measured) // 2] / bound if measured and bound else None,
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- whole fine-tunes
+def wants_fine_tune(record) -> bool:
+    """A run whose scenario prices a workload or compares padding policies."""
+    resolved = record.scenario.resolved
+    return bool(resolved.get("workload")) or "sequence.padding" in record.scenario.cell
+
+
+@functools.lru_cache(maxsize=64)
+def _scenario(resolved_json: str):
+    import json
+
+    from harness.loader import validate
+
+    return validate(json.loads(resolved_json), "record")
+
+
+def fine_tune_of(record):
+    """The whole fine-tune a measured train record stands for, at the price it was billed
+    at; (None, why) when it cannot be projected (a record without its scenario's data
+    or steps)."""
+    import json
+
+    from harness.errors import BenchError
+    from harness.fine_tune import from_record
+
+    price = record.cost.price.usd_per_chip_hour if record.cost is not None and record.cost.price else None
+    try:
+        scenario = _scenario(json.dumps(record.scenario.resolved, sort_keys=True))
+        projected = from_record(record, scenario, price)
+    except (BenchError, ValueError, OSError, KeyError, TypeError) as exc:
+        return None, f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+    return projected, None if projected else "no steady step to project from"
+
+
+def fine_tune_rows(records, label_of) -> tuple[list[FineTuneRow], list[str], list[str]]:
+    """(rows, one line per scenario comparing its padding policies, warnings)."""
+    rows, warnings, by_policy = [], [], {}
+    for record in records:
+        if not (record.ok and wants_fine_tune(record)):
+            continue
+        projected, why = fine_tune_of(record)
+        if projected is None:
+            warnings.append(f"projected fine-tune of {record.scenario.name} [{record.scenario.variant}]: {why}")
+            continue
+        rows.append(
+            FineTuneRow(
+                record.scenario.name,
+                label_of(record),
+                projected.steps,
+                projected.compiles,
+                projected.time_s / 60,
+                projected.usd,
+                projected.basis,
+            )
+        )
+        policy = record.scenario.cell.get("sequence.padding")
+        if policy:
+            key = (record.scenario.name, record.backend.name, record.accelerator.catalog_key)
+            by_policy.setdefault(key, {}).setdefault(policy, []).append(projected.time_s / 60)
+    lines = [
+        f"{name} on {backend}, {accelerator}: projected fine-tune: "
+        + ", ".join(f"{p} {sorted(m)[len(m) // 2]:.3g} min" for p, m in policies.items())
+        for (name, backend, accelerator), policies in by_policy.items()
+    ]
+    return rows, lines, warnings
+
+
+def fine_tune_usd(record) -> tuple[Any, str] | None:
+    """For the workload: the whole fine-tune's $ projected from the record, and its basis."""
+    projected, _ = fine_tune_of(record)
+    if projected is None or projected.usd is None:
+        return None
+    return projected.usd, "projected whole fine-tune (setup + compiles + steps x steady step)"

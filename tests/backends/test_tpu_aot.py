@@ -1,0 +1,102 @@
+"""`bench plan --compile-for`: tiny W1 (gemma270m.yaml at tiny-gemma3 dimensions, bf16, its
+own batch) compiled ahead of time for TPU v5e-8 and v5p-8 topologies on this CPU host,
+with libtpu and no TPU, through each JAX backend's real model and loss.
+
+The compiler's FLOPs per device (cost_analysis) must agree within 10% with the harness's
+own count for the same padded tokens (harness.metrics.FlopsModel.executed_flops): an
+independent check of both. A configuration too big for the chips is an answer: exit 0,
+`fits` false, with the bytes. BENCH_PYTHON_TPU names the interpreter with jax[tpu]
+(.ci/run makes .venv-tpu); without it these tests skip (under CI=true, fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import SCENARIOS, bench
+
+pytestmark = pytest.mark.slow
+TINY_W1 = ("--set", "model.preset=tiny-gemma3", "--set", "sequence.max_length=256")
+SLICES = ("--compile-for", "tpu-v5e-8", "--compile-for", "tpu-v5p-8")
+
+
+@pytest.fixture(autouse=True)
+def tpu_python():
+    if os.environ.get("BENCH_PYTHON_TPU"):
+        return
+    if os.environ.get("CI"):
+        pytest.fail("CI must provide BENCH_PYTHON_TPU (a python with jax[tpu]: pip install -e '.[tpu,jax,torchax]')")
+    pytest.skip("BENCH_PYTHON_TPU is not set (a python with jax[tpu] and the JAX backends' stacks)")
+
+
+def plan_json(tmp_path, backend: str, *extra: str) -> list[dict]:
+    done = bench(
+        "plan",
+        str(SCENARIOS / "gemma270m.yaml"),
+        "--backend",
+        backend,
+        *TINY_W1,
+        *extra,
+        "--results-dir",
+        str(tmp_path),
+        "--json",
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+# W1 adapts k_proj and v_proj, which Tunix fuses into one adapter: accepted, as the padding
+# matrix accepts it (the backend refuses it otherwise, and so does its compile).
+FUSED_KV = {"jax-tunix": ("--set", "backend_options.jax-tunix.fuse_kv_lora=true"), "torchax": ()}
+
+
+@pytest.mark.parametrize("backend", ["jax-tunix", "torchax"])
+def test_tiny_w1_fits_v5e_and_v5p_and_its_flops_agree_with_the_harness(tmp_path, backend):
+    projections = plan_json(tmp_path, backend, *SLICES, *FUSED_KV[backend])
+    assert [p["slice"]["name"] for p in projections] == ["tpu-v5e-8", "tpu-v5p-8"]
+    for p in projections:
+        (shape,) = p["shapes"]  # static padding: one shape
+        assert shape["fits"], p["slice"]
+        assert 0 < shape["memory_bytes_per_device"] < shape["hbm_bytes_per_device"]
+        ratio = shape["flops_per_device_per_forward"] / shape["bench_flops_per_device_per_forward"]
+        assert 0.9 <= ratio <= 1.1, (p["slice"]["name"], ratio)
+        micro = shape["programs"][0]
+        assert micro["collectives"]["all-gather"]["count"] > 0  # weights sharded over fsdp: gathered
+        assert shape["step_time_bound_s"] > 0 and shape["usd_per_1m_tokens_bound"] > 0
+        assert p["fine_tune"]["compiles"] == 1
+    devices = {p["slice"]["name"]: p["plan"]["devices"] for p in projections}
+    assert devices == {"tpu-v5e-8": 8, "tpu-v5p-8": 4}  # v5p-8 counts TensorCores: 4 chips
+    shown = bench("show", str(tmp_path))
+    assert shown.returncode == 0 and shown.stdout.count("PROJECTED (not measured)") == 2, shown.stderr
+
+
+def test_too_big_is_an_answer_with_its_bytes(tmp_path):
+    """4,096 rows of 256 tokens per device: the logits alone (fp32 for the loss, 8,192
+    words) are 32 GiB per device, twice a v5e chip's HBM."""
+    big = ("--set", "train.micro_batch=4096", "--set", "train.global_batch=32768")
+    (p,) = plan_json(tmp_path, "torchax", "--compile-for", "tpu-v5e-8", *big)
+    (shape,) = p["shapes"]
+    assert not shape["fits"]
+    assert shape["memory_bytes_per_device"] > 16 * 1024**3
+    assert shape["step_time_bound_s"] is None and p["fine_tune"] is None
+
+
+def test_jax_tunix_compile_refuses_peft_kv_adapters_as_its_run_does(tmp_path):
+    done = bench(
+        "plan",
+        str(SCENARIOS / "gemma270m.yaml"),
+        "--backend",
+        "jax-tunix",
+        *TINY_W1,
+        "--compile-for",
+        "tpu-v5e-8",
+        "--results-dir",
+        str(tmp_path),
+        timeout=600,
+    )
+    assert done.returncode == 2 and "train.lora.target_modules: k_proj, v_proj" in done.stderr, done.stderr[-2000:]
+    assert not list(tmp_path.glob("*.projection.json"))
