@@ -202,8 +202,6 @@ def _absent_by_reason(record: RunRecord) -> dict[str, list[str]]:
     return grouped
 
 
-
-
 # --------------------------------------------------------------------------- projections
 def projection_lines(record) -> list[str]:
     """A projection (harness/projection.py) in lines, every figure labelled projected."""
