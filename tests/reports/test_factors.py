@@ -99,6 +99,18 @@ def test_factors_are_the_fields_that_vary():
     assert factors.factors(rows[:1]) == []
 
 
+def test_a_field_that_reads_the_same_on_every_row_is_no_difference():
+    """Rows are told apart by what their labels show: a row without a field shows it as
+    `unset` (factors.UNSET), so a row whose field reads `unset` looks the same and is not
+    listed as differing (a label pair that would read identically explains nothing)."""
+    plain = row(variant="padding=static")
+    reads_unset = row(variant="padding=static", overrides={"train.window_steps": factors.UNSET})
+    assert factors.differences([plain, reads_unset], []) == []
+    assert factors.differences([plain, row(variant="padding=static", overrides={"train.window_steps": 0})], []) == [
+        "train.window_steps"
+    ]
+
+
 def test_differences_are_non_factor_fields_that_set_rows_apart():
     plain = row(variant="padding=static")
     override = row(variant="padding=static", overrides={"train.window_steps": 0})
