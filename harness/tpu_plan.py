@@ -87,7 +87,8 @@ def _project_run(request: CompileRequest, run, chip: TpuSlice, info, catalog) ->
     from harness.store import write_json_atomic
 
     source = f"{request.scenario_path} [{run.variant}] on {chip.name}"
-    plan = plans.resolve(run.scenario, "tpu", chip.chips, info.capabilities, source)
+    # micro_batch auto plans against one chip's HBM, as on the slice itself.
+    plan = plans.resolve(run.scenario, "tpu", chip.chips, info.capabilities, source, device_memory_bytes=chip.hbm_bytes)
     work = fine_tune_work(run.scenario, plan.rows_per_forward)
     lengths = sorted(set(work.shapes), reverse=True)[: request.max_compiles]
     facts = _compile(request, run, plan, chip, lengths, info.name)
