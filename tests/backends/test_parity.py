@@ -26,13 +26,11 @@ COMMON = [
     "--set",
     "train.precision=fp32",
 ]
-# Every schedule, each backend applying the plan's lr (one implementation in the core).
+# Two schedules: one without warm-up, one with warm-up and restarts. Each schedule's
+# formula is checked in tests/harness/test_plan.py; here, that every backend applies it.
 SCHEDULES = (
     "matrix:\n  train.schedule:\n"
-    "    - {name: constant}\n"
-    "    - {name: linear, warmup_ratio: 0.2}\n"
     "    - {name: cosine}\n"
-    "    - {name: cosine, warmup_ratio: 0.2}\n"
     "    - {name: cosine_with_restarts, cycles: 2, warmup_ratio: 0.2}\n"
 )
 
@@ -108,7 +106,7 @@ def steps(record, key):
 
 
 def test_every_backend_processed_the_same_rows_and_tokens(records):
-    assert len({schedule for _, schedule in records}) == 5
+    assert len({schedule for _, schedule in records}) == 2
     for (label, schedule), record in records.items():
         reference = records[("torch", schedule)]
         assert record["status"] == "ok", (label, schedule, record["failure"])

@@ -162,7 +162,8 @@ def test_gemma270m_serve_section_runs_on_a_cpu_without_vllm_and_says_which_engin
     """`bench run scenarios/gemma270m.yaml` where vLLM is not installed (BENCH_VLLM_PYTHON
     unset, no `vllm` on PATH): engine auto serves with the local engine and says so, and
     why, in the terminal and the record; its $ is labelled a reference engine's."""
-    env = {k: v for k, v in os.environ.items() if k != "BENCH_VLLM_PYTHON"}
+    # bench() layers env over os.environ: an empty BENCH_VLLM_PYTHON is how it reads unset
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_VLLM_PYTHON"} | {"BENCH_VLLM_PYTHON": ""}
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not os.path.exists(f"{p}/vllm"))
     done = bench(
         "run",
