@@ -1,4 +1,4 @@
-"""The explicit registry of backends, plus the `bench.backends` entry-point group.
+"""The registry of backends (harness.plugins.Registry), plus the `bench.backends` entry-point group.
 
 Registering a backend imports only its light `__init__` (name, requirements, options
 model); the framework is imported by `BackendInfo.load()` inside a worker process.
@@ -15,40 +15,30 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 from harness.backend import BackendInfo, Probe
 from harness.errors import BackendUnavailable, SpecError
 from harness.paths import PROJECT_ROOT
+from harness.plugins import Registry
 
 ENTRY_POINT_GROUP = "bench.backends"
-
-
-def _builtin() -> list[BackendInfo]:
-    from backends.gpu_fsdp import BACKEND_INFO as fsdp_info
-    from backends.jax_tunix import BACKEND_INFO as tunix_info
-    from backends.torch_eager import BACKEND_INFO as torch_info
-    from backends.torchax_jax import BACKEND_INFO as torchax_info
-    from backends.xla_fsdpv2 import BACKEND_INFO as xla_info
-
-    return [torch_info, fsdp_info, xla_info, torchax_info, tunix_info]
+# Importing a backend's package is light (its `__init__`: name, requirements, options).
+BACKENDS = Registry("backend", ENTRY_POINT_GROUP, error=BackendUnavailable)
+BACKENDS.register("torch", "backends.torch_eager:BACKEND_INFO")
+BACKENDS.register("gpu-fsdp", "backends.gpu_fsdp:BACKEND_INFO")
+BACKENDS.register("xla-fsdpv2", "backends.xla_fsdpv2:BACKEND_INFO")
+BACKENDS.register("torchax", "backends.torchax_jax:BACKEND_INFO")
+BACKENDS.register("jax-tunix", "backends.jax_tunix:BACKEND_INFO")
 
 
 def all_backends() -> dict[str, BackendInfo]:
     """Built-in backends, then third-party ones from the entry-point group."""
-    found = {info.name: info for info in _builtin()}
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        info = ep.load()
-        found.setdefault(info.name, info)
-    return found
+    return {info.name: info for info in BACKENDS.loaded()}
 
 
 def get(name: str) -> BackendInfo:
-    backends = all_backends()
-    if name not in backends:
-        raise BackendUnavailable(f"unknown backend {name!r} (known: {', '.join(sorted(backends))})")
-    return backends[name]
+    return BACKENDS.get(name)
 
 
 def validate_backend_options(scenario, source: str) -> None:

@@ -19,8 +19,8 @@ from conftest import ROOT, TINY, write_scenario
 
 @pytest.fixture
 def echo(monkeypatch):
-    monkeypatch.setattr(tasks, "_TARGETS", dict(tasks._TARGETS))
-    monkeypatch.setattr(tasks, "_LOADED", dict(tasks._LOADED))
+    monkeypatch.setattr(tasks.TASKS, "_targets", dict(tasks.TASKS._targets))
+    monkeypatch.setattr(tasks.TASKS, "_loaded", dict(tasks.TASKS._loaded))
     # The worker imports the plug-in by name: its folder must be importable there too.
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
@@ -67,8 +67,8 @@ def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    monkeypatch.setattr(engines, "_TARGETS", dict(engines._TARGETS))
-    monkeypatch.setattr(engines, "_LOADED", dict(engines._LOADED))
+    monkeypatch.setattr(engines.ENGINES, "_targets", dict(engines.ENGINES._targets))
+    monkeypatch.setattr(engines.ENGINES, "_loaded", dict(engines.ENGINES._loaded))
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
     engines.register("fake", "fake_engine:ENGINE")  # the one registration line
