@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
-from harness.spec import MAX_USD_PER_CHIP_HOUR  # past it, a misplaced decimal point
+from harness.limits import MAX_USD_PER_CHIP_HOUR  # past it, a misplaced decimal point
 
 CATALOG_FILE = Path(__file__).with_name("prices.yaml")
 

@@ -131,3 +131,26 @@ def test_core_imports_no_backend_and_no_framework_at_module_level():
             if root == "backends" or root in ML_FRAMEWORKS:
                 offenders.append(f"{name} imports {target}")
     assert offenders == []
+
+
+def reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in edges[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_core_spec_imports_no_task_and_no_engine():
+    """The scenario spec sits near the ground floor: it reaches the task registry (names,
+    loaded by string) and nothing a task or an engine is made of, lazy imports counted."""
+    reached = reachable(graph(), "harness.spec")
+    assert "harness.tasks" in reached  # the registry it asks for task sections
+    offenders = sorted(m for m in reached if m.startswith(("harness.tasks.", "harness.serving", "backends")))
+    assert offenders == []
+    assert reached <= {"harness.tasks", "harness.plugins", "harness.errors", "harness.sections"} | {
+        "harness.limits",
+        "harness.presets",
+        "harness.gate_metrics",
+    }

@@ -53,7 +53,7 @@ def auto_vllm(scenario, choice: dict[str, Any]):
     defaults (compiled, CUDA graphs, the model's own context). Prefix caching on, with
     cached tokens reported in usage."""
     from harness.serving import vllm
-    from harness.spec import LaunchSpec
+    from harness.tasks.serve.spec import LaunchSpec
 
     serve = scenario.serve
     on_cpu = local_device()["kind"] == "cpu"

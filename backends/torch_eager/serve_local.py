@@ -34,7 +34,7 @@ from harness.provenance import cpu_name
 from harness.serving.client import RequestRecord, arrival_delays
 from harness.serving.engines import Engine
 from harness.serving.prompts import build_prompts
-from harness.spec import LocalEngineSpec
+from harness.tasks.serve.spec import LocalEngineSpec
 
 BATCHING = "static batches: the requests sent by the time the engine is free, left-padded, through generate"
 

@@ -38,9 +38,27 @@ class Column:
         return record.figure(self.id)
 
 
+@dataclass(frozen=True)
+class TaskSection:
+    """A top-level scenario section a task owns: harness.spec.Scenario validates a
+    scenario's `<name>:` with `model` (a harness.sections.Section), and refuses a bad
+    field naming `<name>.<field>`."""
+
+    name: str
+    model: type
+    # When a scenario leaves it out: "defaults" (there, with the model's defaults: the
+    # train section), "null" (None, dumped as null: serve, as every scenario hash since
+    # the first version has it), "absent" (None, not dumped: a plug-in's section changes
+    # no other scenario's hash).
+    when_absent: Literal["defaults", "null", "absent"] = "absent"
+
+
 @dataclass
 class Task:
     name: str
+    # The scenario sections it owns; the first is the task's own (a scenario without
+    # `tasks:` runs every task whose first section it has). None: it has no section.
+    sections: tuple[TaskSection, ...] = ()
     # The report's layout for this task's records: "comparisons" (rows of whole
     # configurations compared level against level), "serving" (latency rows, SLO
     # plots), or "table" (its columns, one row per configuration).
@@ -56,6 +74,10 @@ class Task:
     # `metrics` and `cost` with them); None keeps plain mappings.
     metrics_type: type | None = None
     cost_type: type | None = None
+
+    def check_scenario(self, scenario) -> None:
+        """Rules across its sections and the core's (a harness.spec.Scenario, its fields
+        validated): raise ValueError("dotted.field: why") to refuse the scenario."""
 
     # ------------------------------------------------------------------ planning, naming
     def backend_label(self, run, backend: str) -> str:

@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import SpecError
-from harness.loader import apply_overrides, document_from_text, parse_yaml, validate, validate_file
-from harness.spec import (
+from harness.limits import (
     MAX_BATCH,
     MAX_CONCURRENCY,
     MAX_DEVICES,
@@ -33,6 +32,7 @@ from harness.spec import (
     MAX_VOCAB,
     MAX_WIDTH,
 )
+from harness.loader import apply_overrides, document_from_text, parse_yaml, validate, validate_file
 
 from conftest import SCENARIOS, bench, write_scenario
 

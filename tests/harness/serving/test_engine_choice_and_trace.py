@@ -15,7 +15,7 @@ from harness.errors import BenchError, SpecError
 from harness.loader import validate
 from harness.serving.engines import LOCAL_LABEL, choose
 from harness.serving.trace import BLOCK_TOKENS, read_trace
-from harness.spec import ServeSpec
+from harness.tasks.serve.spec import ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server

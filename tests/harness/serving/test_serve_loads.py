@@ -19,7 +19,8 @@ from harness.loader import validate
 from harness.metrics import percentile, request_latencies, slo_at_percentile
 from harness.serving.client import arrival_delays, rate_of
 from harness.serving.loads import drive, prompt_count
-from harness.spec import LoadSpec, Scenario, ServeSpec
+from harness.spec import Scenario
+from harness.tasks.serve.spec import LoadSpec, ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server

@@ -16,7 +16,8 @@ from harness.gate_metrics import GateMetric
 from harness.result import FROZEN, Price, RunRecord, Stats
 from harness.serving import engines, points
 from harness.serving.figures import serve_figures
-from harness.tasks.base import Column, Task, fmt
+from harness.tasks.base import Column, Task, TaskSection, fmt
+from harness.tasks.serve.spec import ServeSpec
 
 
 # ------------------------------------------------------------------ the record's figures
@@ -205,6 +206,7 @@ def serving_table(record: RunRecord) -> Table:
 
 TASK = ServeTask(
     "serve",
+    sections=(TaskSection("serve", ServeSpec, "null"),),
     report_layout="serving",
     report_columns=REPORT_COLUMNS,
     gate_metrics=GATE_METRICS,

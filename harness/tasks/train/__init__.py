@@ -20,7 +20,8 @@ from harness import metrics as metric_fns
 from harness import plan as plans
 from harness.gate_metrics import GateMetric, measured_steps
 from harness.result import FROZEN, Price, RunRecord, Stats
-from harness.tasks.base import Column, Task, fmt
+from harness.tasks.base import Column, Task, TaskSection, fmt
+from harness.tasks.train.spec import TraceSpec, TrainSpec
 
 
 # ------------------------------------------------------------------ the record's figures
@@ -141,6 +142,23 @@ class TrainTask(Task):
 
     def traced(self, scenario) -> bool:
         return scenario.trace is not None
+
+    def check_scenario(self, scenario) -> None:
+        """A trace needs the train task, and measured steps left untraced."""
+        from harness.spec import tasks_of
+
+        trace = scenario.trace
+        if trace is None:
+            return
+        if "train" not in tasks_of(scenario):
+            raise ValueError("trace: traces the train task's steps, and this scenario trains nothing")
+        measured = scenario.train.measured_steps
+        if trace.first + trace.steps >= measured:
+            raise ValueError(
+                f"trace.steps: steps {trace.first}..{trace.first + trace.steps - 1} of the "
+                f"{measured} measured steps would leave none untraced for the statistics "
+                "(raise train.steps, or trace fewer)"
+            )
 
     def secondary_part(self, plan, outcome: dict[str, Any]) -> dict[str, Any] | None:
         return hosts.secondary_part(plan, outcome)
@@ -357,6 +375,9 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
 
 TASK = TrainTask(
     "train",
+    # `trace:` (a profiler trace of measured steps, or none) is dumped as null when
+    # absent, as every scenario hash since it existed has it.
+    sections=(TaskSection("train", TrainSpec, "defaults"), TaskSection("trace", TraceSpec, "null")),
     report_layout="comparisons",
     report_columns=REPORT_COLUMNS,
     gate_metrics=GATE_METRICS,
