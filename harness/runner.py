@@ -361,7 +361,8 @@ def execute_run(
         job = {
             "backend": chosen.name,
             "task": task,
-            "task_target": tasks.target(task),  # how the worker finds a plug-in task
+            # How the worker finds plug-in tasks: this one, and those whose sections the scenario has.
+            "task_targets": {name: tasks.target(name) for name in tasks.names()},
             "scenario": run.scenario.model_dump(mode="json"),
             "plan": plan.model_dump(mode="json") if plan is not None else None,
             "facts_path": str(facts_path),

@@ -90,8 +90,10 @@ def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any
     from harness.spec import Scenario
 
     load_before = load_average()
-    # The parent registered the task; a plug-in's registration reaches this process by name.
-    tasks.register(job["task"], job["task_target"])
+    # The parent registered the tasks; a plug-in's registration reaches this process by
+    # name (every task: the scenario's sections are validated by their tasks' models).
+    for name, target in job["task_targets"].items():
+        tasks.register(name, target)
     task = tasks.get(job["task"])
     task.prepare_worker(job)
     scenario = Scenario.model_validate(job["scenario"])
