@@ -38,11 +38,6 @@ ENGINES.register("local", "backends.torch_eager.serve_local:ENGINE")
 ENGINES.register("endpoint", "harness.serving.endpoint:ENGINE")
 ENGINES.register("launch", "backends.hf_common.serving:LAUNCH_ENGINE")
 
-register = ENGINES.register
-names = ENGINES.names
-target = ENGINES.target
-get = ENGINES.get
-
 
 # ------------------------------------------------------------------ engine: auto
 LOCAL_LABEL = "reference engine, not a production server"

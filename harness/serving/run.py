@@ -26,7 +26,7 @@ def execute_serve(scenario, events, choice: dict[str, Any]) -> dict[str, Any]:
 
         scenario = auto_vllm(scenario, choice)
     spec = scenario.serve
-    engine = engines.get(choice["engine"])
+    engine = engines.ENGINES.get(choice["engine"])
     events.phase(f"serve ({choice['ran']})")
     result = engine.serve(scenario, events, origin)
     result["server"] = {**result["server"], "chosen": choice}

@@ -61,5 +61,5 @@ def test_tasks_engines_and_backends_are_registries_of_the_one_kind():
     assert {type(r) for r in (tasks.TASKS, engines.ENGINES, registry.BACKENDS)} == {Registry}
     assert (tasks.TASKS.entry_point_group, engines.ENGINES.entry_point_group) == ("bench.tasks", "bench.engines")
     assert registry.BACKENDS.entry_point_group == "bench.backends"
-    assert set(tasks.names()) >= {"train", "serve"} and set(engines.names()) >= {"local", "endpoint", "launch"}
+    assert set(tasks.names()) >= {"train", "serve"} and set(engines.ENGINES.names()) >= {"local", "endpoint", "launch"}
     assert list(registry.all_backends()) == ["torch", "gpu-fsdp", "xla-fsdpv2", "torchax", "jax-tunix"]

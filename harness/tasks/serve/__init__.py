@@ -107,11 +107,15 @@ class ServeTask(Task):
     # ------------------------------------------------------------------ worker
     def job_fields(self, run) -> dict[str, Any]:
         choice = engines.choose(run.scenario.serve)
-        return {"engine": choice.engine, "engine_target": engines.target(choice.engine), "choice": choice.to_json()}
+        return {
+            "engine": choice.engine,
+            "engine_target": engines.ENGINES.target(choice.engine),
+            "choice": choice.to_json(),
+        }
 
     def prepare_worker(self, job: dict[str, Any]) -> None:
         # A plug-in engine registered in the parent reaches the worker by name.
-        engines.register(job["engine"], job["engine_target"])
+        engines.ENGINES.register(job["engine"], job["engine_target"])
 
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
         from harness.serving.run import execute_serve

@@ -344,8 +344,8 @@ class ServeSpec(Section):
     def _known_engine(cls, value: str) -> str:
         from harness.serving import engines  # the registry only: no engine is imported
 
-        if value != "auto" and value not in engines.names():
-            raise ValueError(f"unknown engine {value!r} (known: auto, {', '.join(engines.names())})")
+        if value != "auto" and value not in engines.ENGINES.names():
+            raise ValueError(f"unknown engine {value!r} (known: auto, {', '.join(engines.ENGINES.names())})")
         return value
 
     @model_validator(mode="after")

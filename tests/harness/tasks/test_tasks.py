@@ -125,7 +125,7 @@ def fake_engine(monkeypatch):
     monkeypatch.setattr(engines.ENGINES, "_loaded", dict(engines.ENGINES._loaded))
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
-    engines.register("fake", "fake_engine:ENGINE")  # the one registration line
+    engines.ENGINES.register("fake", "fake_engine:ENGINE")  # the one registration line
 
 
 def test_a_registered_engine_serves_through_the_serve_task(tmp_path, fake_engine):
