@@ -1,6 +1,6 @@
 """The figures `bench gate` can hold a budget on: each with its direction, unit, the task
 whose records have it, and how to read it (and its raw samples) from a record. Each task
-defines its own (harness/tasks/*.py); `known()` gathers them. A module of its own, so
+defines its own (harness/tasks/<name>/); `known()` gathers them. A module of its own, so
 that a scenario's `budgets:` are checked against the same names at `bench validate`
 without importing the gate."""
 

@@ -3,7 +3,7 @@
 `harness.record` builds a record from a worker's facts, `harness.store` writes and reads
 it, and every reader (gate, display, export, report) takes `RunRecord`s and reads typed
 fields, never string keys. A task's figures are its own types, declared by the task
-(`Task.metrics_type`, `Task.cost_type`: harness/tasks/train.py's `TrainMetrics`, serve's
+(`Task.metrics_type`, `Task.cost_type`: harness/tasks/train/'s `TrainMetrics`, serve's
 `ServeMetrics`; a plug-in task without types keeps plain mappings), chosen by the
 record's `task` field. This module holds what every record has, and the shared types
 (`Stats`, `Price`).

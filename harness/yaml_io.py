@@ -25,7 +25,7 @@ class _Loader(yaml.SafeLoader):
     """The safe loader, plus YAML 1.2's reading of exponent floats: YAML 1.1 (PyYAML)
     reads `1e3` and `2e-5` as strings, which a number field then half-accepts and a
     prices file refuses. (Its yes/no/on/off booleans are refused where a field wants a
-    number or a string: see `harness.spec.Section`.)"""
+    number or a string: see `harness.sections.Section`.)"""
 
 
 _Loader.add_implicit_resolver(
