@@ -95,7 +95,9 @@ class Scenario(Section):
         try:
             scenario = handler(core)  # also when a section failed: the first error is reported
         except ValidationError as exc:
-            errors = list(exc.errors()) + errors
+            # Rules across the whole scenario (no location) hold only once every field is
+            # valid, as pydantic runs them: a bad section field is the error to report.
+            errors = [e for e in exc.errors() if e["loc"] or not errors] + errors
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, [_details(e) for e in _ordered(errors)])
         scenario._check_tasks()

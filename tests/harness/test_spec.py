@@ -89,3 +89,41 @@ def test_yaml_floats_without_a_dot_are_accepted(tmp_path):
     # YAML 1.1 reads `2e-5` as a string; the spec must still take it as a number.
     (run,) = resolve_runs(write_scenario(tmp_path, TINY), {"train.optimizer.lr": "2e-5"})
     assert run.scenario.train.optimizer.lr == 2e-5
+
+
+@pytest.mark.parametrize(
+    ("doc", "first"),
+    [
+        # A field of a task's section is reported before a rule across the scenario.
+        ({"sequence": {"max_length": 100000}, "train": {"steps": 0}}, "train.steps:"),
+        ({"matrix": {"a": []}, "serve": {"bogus": 1}}, "serve.bogus: unknown key"),
+        # The core's fields come in their order: model before the task sections.
+        ({"model": {"preset": "zz"}, "train": {"steps": 0}}, "model.preset:"),
+        ({"train": {"steps": 0}, "parallel": {"fsdp": 0}}, "train.steps:"),
+        ({"zz": 1, "train": {"steps": 0}}, "train.steps:"),
+        ({"sequence": {"max_length": 100000}, "zz": 1}, "zz: unknown key"),
+    ],
+)
+def test_the_first_error_is_the_one_pydantic_would_report_first(doc, first):
+    """Task sections are validated by their tasks' models (harness.spec), yet the one
+    line a bad scenario gets names the same field as when the core declared them."""
+    from harness.loader import validate
+
+    with pytest.raises(SpecError) as refused:
+        validate({"name": "x", **doc}, "s.yaml")
+    assert str(refused.value).startswith(f"s.yaml: {first}"), str(refused.value)
+
+
+def test_task_sections_dump_as_before_so_hashes_hold():
+    """A scenario's dump (what its hash and every record's `scenario.resolved` hold) has
+    the same top-level keys as when the core declared the task sections: train with its
+    defaults, trace and serve as null when absent (a plug-in's absent section is not
+    dumped: tests/harness/tasks), so the hashes of records already written hold."""
+    from harness.loader import validate
+
+    dumped = validate({"name": "x"}, "s.yaml").model_dump(mode="json")
+    assert sorted(dumped) == sorted(
+        "name description reference backend model data sequence train parallel serve tasks cost workload "
+        "budgets repeats run_timeout_s backend_options matrix profiles trace".split()
+    )
+    assert dumped["serve"] is None and dumped["trace"] is None and dumped["train"]["global_batch"] == 8
