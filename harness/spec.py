@@ -32,8 +32,8 @@ from harness.sections import (  # noqa: F401 - Section, PriceOverride: their usu
 
 
 def task_sections() -> dict[str, Any]:
-    """Every registered task's scenario sections, by section name (harness.tasks.base.
-    TaskSection, with `task` the owning task's name)."""
+    """Every registered task's scenario sections, by section name: (the owning task's
+    name, its harness.tasks.base.TaskSection)."""
     from harness import tasks  # the registry; it loads the registered tasks by name
 
     return {section.name: (task.name, section) for task in tasks.loaded() for section in task.sections}

@@ -1,8 +1,9 @@
 """The registry of tasks: what a run measures (train, serve, ...), each a plug-in.
 
-A task owns everything that differs between kinds of run: how its worker executes, how
-its record's metrics and cost are filled, its summary row, its `bench show` table, its
-report layout and columns, its gate metrics, and how its runs are named and planned
+A task owns everything that differs between kinds of run: its scenario sections
+(harness/tasks/<name>/spec.py; harness.spec asks for them), how its worker executes,
+how its record's metrics and cost are filled, its summary row, its `bench show` table,
+its report layout and columns, its gate metrics, and how its runs are named and planned
 (harness/tasks/base.py lists them). The core (runner, worker, record, display, report,
 gate) asks the registry, never `if task == ...`.
 

@@ -57,7 +57,7 @@ class TaskSection:
 class Task:
     name: str
     # The scenario sections it owns; the first is the task's own (a scenario without
-    # `tasks:` runs every task whose first section it has). None: it has no section.
+    # `tasks:` runs every task whose first section it has). Empty: it has no section.
     sections: tuple[TaskSection, ...] = ()
     # The report's layout for this task's records: "comparisons" (rows of whole
     # configurations compared level against level), "serving" (latency rows, SLO
