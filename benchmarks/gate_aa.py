@@ -34,8 +34,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--budget", default="+10%")
     args = parser.parse_args()
+    rows = gate_trials(args, run_records(args))
+    passed = sum(r["verdict"] != "regression" for r in rows)
+    print(f"{'trial':>5} {'baseline (s)':>13} {'current (s)':>12}  verdict")
+    for r in rows:
+        print(f"{r['trial']:>5} {r['baseline_median_s']:>13.4f} {r['current_median_s']:>12.4f}  {r['verdict']}")
+    print(f"passed {passed} of {args.trials} (target: at least {args.trials - args.trials // 20})")
+    print(
+        json.dumps(
+            {
+                "trials": args.trials,
+                "runs_per_set": args.runs,
+                "passed": passed,
+                "budget": args.budget,
+                "steps": args.steps,
+                "rows": rows,
+            }
+        )
+    )
 
-    from harness.gate import BudgetsFile, relative_threshold, run_gate
+
+def run_records(args) -> dict:
+    """Every run of the A/A experiment (one `bench run` with repeats), by repeat number."""
     from harness.store import load_records
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,7 +76,13 @@ def main() -> None:
             "train.window_steps=0",
         ]
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        by_repeat = {r.scenario.repeat: r for r in load_records([tmp]).records}
+        return {r.scenario.repeat: r for r in load_records([tmp]).records}
+
+
+def gate_trials(args, by_repeat: dict) -> list[dict]:
+    """Each trial's gate of its current set against its baseline set (no run shared)."""
+    from harness.gate import BudgetsFile, relative_threshold, run_gate
+
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": args.budget}})
     rows = []
     k = args.runs
@@ -73,23 +99,7 @@ def main() -> None:
                 "detail": check.detail,
             }
         )
-    passed = sum(r["verdict"] != "regression" for r in rows)
-    print(f"{'trial':>5} {'baseline (s)':>13} {'current (s)':>12}  verdict")
-    for r in rows:
-        print(f"{r['trial']:>5} {r['baseline_median_s']:>13.4f} {r['current_median_s']:>12.4f}  {r['verdict']}")
-    print(f"passed {passed} of {args.trials} (target: at least {args.trials - args.trials // 20})")
-    print(
-        json.dumps(
-            {
-                "trials": args.trials,
-                "runs_per_set": k,
-                "passed": passed,
-                "budget": args.budget,
-                "steps": args.steps,
-                "rows": rows,
-            }
-        )
-    )
+    return rows
 
 
 if __name__ == "__main__":

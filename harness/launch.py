@@ -9,7 +9,7 @@ provisions, runs, recovers (managed spot jobs) and tears down. Each task:
   many hosts it has: SkyPilot runs the task on every host of the slice);
 - workdir: this checkout, synced to the VM;
 - setup: bench installed with the target's extras; on a TPU VM two environments, since
-  torch_xla pins torch and Tunix pins safetensors (README, "Environments");
+  torch_xla pins torch and Tunix pins safetensors (docs/backends.md, "`xla-fsdpv2` on a TPU VM");
 - run: `bench run` of the scenario on the target's backend; over several nodes each
   exports its host rank and host 0's address (SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS) as
   BENCH_HOST_RANK / BENCH_COORDINATOR (harness/hosts.py), and sets `parallel.hosts`;

@@ -184,14 +184,27 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
     chips = accelerator.get("count", 1)
     calm_s = sum(s["time_s"] for s in calm)
     peak = peak_flops(accelerator.get("catalog_key", ""))
-    counted = flops is not None
-    flops_per_s = flops.model_flops(_rows(calm)) / calm_s if calm and counted else None
-    hw_flops_per_s = flops.hardware_flops(_rows(calm)) / calm_s if calm and counted else None
     real_tokens = sum(s["tokens_real"] for s in kept)
-    real = _throughput(calm, "tokens_real")
-    padded = _throughput(calm, "tokens_padded")
-    window_recompiles = window["num_compiles"] if window else 0
     out = {
+        **_compile_figures(raw, window, steps, kept, calm, recompiling, warmup),
+        **_throughput_figures(window, kept, calm, chips, real_tokens),
+        **_flops_figures(flops, kept, calm, calm_s, real_tokens, peak, chips),
+        **_run_figures(raw, steps, kept, calm_s, real_tokens),
+    }
+    for name in ("mfu", "hfu"):
+        if out[name] is not None and out[name] > 1:
+            # More than the chip can do: the timing measured dispatch, not execution.
+            out[f"{name}_invalid"] = (
+                f"computed {name.upper()} {out[name]:.2f} > 1: step times are not device-synchronised"
+            )
+            out[name] = None
+    return out
+
+
+def _compile_figures(raw, window, steps, kept, calm, recompiling, warmup) -> dict[str, Any]:
+    """Steady step time, warm-up, and every compile: where, how many, how long."""
+    window_recompiles = window["num_compiles"] if window else 0
+    return {
         "step_time_s": summary([s["time_s"] for s in calm]) if calm else None,
         "steady_state": (
             f"{len(calm)} of {len(kept)} measured steps compiled nothing"
@@ -207,6 +220,14 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "recompile_steps_time_s": sum(s["time_s"] for s in recompiling),
         "num_setup_compiles": raw["loop"].get("setup_compiles", 0),
         "compile_cache": raw.get("compile_cache"),  # a persistent cache on hides compiles
+    }
+
+
+def _throughput_figures(window, kept, calm, chips, real_tokens) -> dict[str, Any]:
+    """Tokens per second: steady, per chip, effective (recompiles included), the window's."""
+    real = _throughput(calm, "tokens_real")
+    padded = _throughput(calm, "tokens_padded")
+    return {
         "tokens_per_s_real": real,
         "tokens_per_s_padded": padded,
         "tokens_per_s_real_per_chip": real / chips if real is not None else None,
@@ -216,6 +237,15 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "padding_efficiency": real_tokens / sum(s["tokens_padded"] for s in kept) if kept else None,
         "window_tokens_per_s_real": window["tokens_real"] / window["time_s"] if window else None,
         "window_tokens_per_s_padded": window["tokens_padded"] / window["time_s"] if window else None,
+    }
+
+
+def _flops_figures(flops, kept, calm, calm_s, real_tokens, peak, chips) -> dict[str, Any]:
+    """FLOPs per token and per second, MFU and HFU (None without a FLOPs model)."""
+    counted = flops is not None
+    flops_per_s = flops.model_flops(_rows(calm)) / calm_s if calm and counted else None
+    hw_flops_per_s = flops.hardware_flops(_rows(calm)) / calm_s if calm and counted else None
+    return {
         "model_flops_per_token": flops.model_flops(_rows(kept)) / real_tokens if real_tokens and counted else None,
         "hardware_flops_per_token": flops.hardware_flops(_rows(kept)) / real_tokens
         if real_tokens and counted
@@ -226,6 +256,12 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "mfu_convention": MFU_CONVENTION,
         "hfu_convention": HFU_CONVENTION,
         "peak_flops_per_chip": peak,
+    }
+
+
+def _run_figures(raw, steps, kept, calm_s, real_tokens) -> dict[str, Any]:
+    """Memory, the measured steps' totals, setup and run time, first and last loss."""
+    return {
         "peak_memory_gib": _gib(raw["memory"].get("peak_bytes")),
         "peak_memory_kind": raw["memory"].get("kind"),
         "measured_steps": len(kept),
@@ -240,14 +276,6 @@ def training_metrics(raw: dict[str, Any], accelerator: dict[str, Any], flops: Fl
         "loss_first": steps[0]["loss"] if steps else None,
         "loss_last": steps[-1]["loss"] if steps else None,
     }
-    for name in ("mfu", "hfu"):
-        if out[name] is not None and out[name] > 1:
-            # More than the chip can do: the timing measured dispatch, not execution.
-            out[f"{name}_invalid"] = (
-                f"computed {name.upper()} {out[name]:.2f} > 1: step times are not device-synchronised"
-            )
-            out[name] = None
-    return out
 
 
 def first_non_finite_loss(raw: dict[str, Any]) -> tuple[int, float] | None:

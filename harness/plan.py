@@ -312,16 +312,7 @@ def build(scenario, device_kind: str, device_count: int, device_memory_bytes: in
     raises PlanRefusal naming the field when the scenario cannot be executed there."""
     train, parallel = scenario.train, scenario.parallel
     hosts = parallel.hosts
-    # `all` is every host's devices; a number counts all hosts' devices together.
-    devices = resolve_devices(parallel.devices, device_kind, device_count) * (hosts if parallel.devices == "all" else 1)
-    if devices % hosts:
-        raise _refuse("parallel.hosts", f"{devices} devices do not divide evenly over {hosts} hosts")
-    if device_kind != "cpu" and devices // hosts > device_count:
-        raise _refuse(
-            "parallel.devices",
-            f"{devices // hosts} devices asked for on each of {hosts} host(s); "
-            f"this host has {device_count} {device_kind}",
-        )
+    devices = _all_hosts_devices(parallel, device_kind, device_count)
     mesh = resolve_mesh(parallel, devices)
     shards = mesh["data"] * mesh["fsdp"]
     if train.global_batch % shards:
@@ -337,11 +328,7 @@ def build(scenario, device_kind: str, device_count: int, device_memory_bytes: in
             f"{train.global_batch} rows do not divide into forward passes of "
             f"micro_batch {micro} x {shards} data-parallel shards",
         )
-    policy = dict(PRECISION_POLICIES[train.precision])
-    if train.method == "full":
-        policy["frozen_params"] = "-"
-    if train.optimizer.name == "sgd":
-        policy["optimizer_state"] = "-"  # plain SGD (no momentum) keeps no state
+    policy = _precision_policy(train)
     lora = train.method == "lora"
     return Plan(
         device_kind=device_kind,
@@ -370,6 +357,33 @@ def build(scenario, device_kind: str, device_count: int, device_memory_bytes: in
         hosts=hosts,
         padding=scenario.sequence.padding,
     )
+
+
+def _all_hosts_devices(parallel, device_kind: str, device_count: int) -> int:
+    """The devices of every host together; refused when they do not split evenly over
+    the hosts or one host would need more than it has."""
+    hosts = parallel.hosts
+    # `all` is every host's devices; a number counts all hosts' devices together.
+    devices = resolve_devices(parallel.devices, device_kind, device_count) * (hosts if parallel.devices == "all" else 1)
+    if devices % hosts:
+        raise _refuse("parallel.hosts", f"{devices} devices do not divide evenly over {hosts} hosts")
+    if device_kind != "cpu" and devices // hosts > device_count:
+        raise _refuse(
+            "parallel.devices",
+            f"{devices // hosts} devices asked for on each of {hosts} host(s); "
+            f"this host has {device_count} {device_kind}",
+        )
+    return devices
+
+
+def _precision_policy(train) -> dict[str, str]:
+    """The precision's dtypes, with '-' for what this method and optimizer do not keep."""
+    policy = dict(PRECISION_POLICIES[train.precision])
+    if train.method == "full":
+        policy["frozen_params"] = "-"
+    if train.optimizer.name == "sgd":
+        policy["optimizer_state"] = "-"  # plain SGD (no momentum) keeps no state
+    return policy
 
 
 def refusals(plan: Plan, capabilities) -> PlanRefusal | None:

@@ -83,36 +83,21 @@ def pick_profile(requested: str, profiles: dict[str, Any], device_kind: str) -> 
 
 def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
-    base = validate(read_document(request.scenario_path), request.scenario_path)
-    catalog = preflight(request, base)  # seconds, before any backend is probed
-    chosen = (
-        request.probed
-        if request.probed is not None
-        else registry.choose_backend(request.backend or base.backend, request.interpreters)
-    )
-    profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
-    runs = resolve_runs(request.scenario_path, request.overrides, profile)
-    for run in runs:
-        registry.validate_backend_options(run.scenario, request.scenario_path)
-    # Every run's plan before any work: a scenario this backend cannot execute exactly
-    # is refused now (exit 2, one line), not an hour into a sweep.
-    resolved, refused = plan_cells(runs, chosen, request.scenario_path)
-    for _, plan in resolved:  # a multi-host job's environment, checked before any work
-        hosts.role(plan.hosts if plan is not None else 1)
+    chosen, runs, resolved, refused, catalog = _plan_sweep(request)
     if request.dry_run:
         return SweepResult([], [], resolved, refused=refused)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
-    records, skipped, skipped_records, rescued, secondary = [], [], [], [], []
+    sweep = _Sweep(request, chosen, catalog, progress, SweepResult([], [], refused=refused))
     jobs = [(run, plan, tasks.get(name)) for run, plan in resolved for name in tasks_of(run.scenario)]
     for number, (run, plan, task) in enumerate(jobs, 1):
         backend = task.backend_label(run, chosen.name)
         key = run_key(run.scenario_hash, backend, accelerator, run.repeat)
         keys = task.record_keys(run, key)  # a serve sweep: one per point
         if done_already(task.name, plan, keys, done):
-            skipped.append(run)
-            skipped_records.append(
+            sweep.result.skipped.append(run)
+            sweep.result.skipped_records.append(
                 {
                     "path": done[keys[0]],
                     "run_key": keys[0],
@@ -124,45 +109,87 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
             progress.skipped(run, number, len(jobs))
             continue
         progress.start(run, number, len(jobs), chosen, task.name)
-        started = time.time()
-        timeout_s = request.timeout_s if request.timeout_s is not None else run.scenario.run_timeout_s
-        staging = trace_staging(request.results_dir, run.scenario, task.name)
-        task_plan = plan if task.needs_plan else None
-        outcome = execute_run(run, chosen, timeout_s, progress.event, task.name, plan=task_plan, trace_dir=staging)
-        part = task.secondary_part(task_plan, outcome)
-        if part is not None:  # host 0 writes the job's one record
-            secondary.append({**part, "variant": run.variant, "repeat": run.repeat})
-            continue
-        finished = time.time()
-        # A serve sweep's worker measured every point: one record per point.
-        for run, key, outcome in task.split(run, key, outcome):
-            record = build_record(
-                run,
-                backend,
-                chosen.python,
-                chosen.probe,
-                outcome,
-                key=key,
-                started=started,
-                finished=finished,
-                catalog=catalog,
-                command=request.command,
-                task=task.name,
-                plan=task_plan,
-            )
-            if staging is not None:  # the trace files go next to the record, named by it
-                from harness.trace import attach
+        _run_job(sweep, run, plan, task, backend, key)
+    return sweep.result
 
-                record = attach(record, staging, request.results_dir, record_filename(record))
-            path, problem = save_record(request.results_dir, record)
-            record = record.model_copy(update={"path": str(path)})
-            if problem is not None:
-                rescued.append({"path": str(path), "results_dir": str(request.results_dir), "problem": problem})
-            progress.finish(record)
-            records.append(record)
-    return SweepResult(
-        records, skipped, skipped_records=skipped_records, rescued=rescued, secondary=secondary, refused=refused
+
+def _plan_sweep(request: RunRequest):
+    """The backend, the runs and every run's plan, before any work: a scenario this
+    backend cannot execute exactly is refused now (exit 2, one line), not an hour into a
+    sweep. Returns (chosen backend, runs, (run, plan) pairs, refused cells, price catalog)."""
+    base = validate(read_document(request.scenario_path), request.scenario_path)
+    catalog = preflight(request, base)  # seconds, before any backend is probed
+    chosen = (
+        request.probed
+        if request.probed is not None
+        else registry.choose_backend(request.backend or base.backend, request.interpreters)
     )
+    profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
+    runs = resolve_runs(request.scenario_path, request.overrides, profile)
+    for run in runs:
+        registry.validate_backend_options(run.scenario, request.scenario_path)
+    resolved, refused = plan_cells(runs, chosen, request.scenario_path)
+    for _, plan in resolved:  # a multi-host job's environment, checked before any work
+        hosts.role(plan.hosts if plan is not None else 1)
+    return chosen, runs, resolved, refused, catalog
+
+
+@dataclass
+class _Sweep:
+    """What every job of one sweep shares; `result` collects what the jobs leave."""
+
+    request: RunRequest
+    chosen: Any
+    catalog: dict[str, Any]
+    progress: Any
+    result: SweepResult
+
+
+def _run_job(sweep: _Sweep, run: ResolvedRun, plan, task, backend: str, key: str) -> None:
+    """One task of one run in its worker, then its record(s) written."""
+    request, chosen = sweep.request, sweep.chosen
+    started = time.time()
+    timeout_s = request.timeout_s if request.timeout_s is not None else run.scenario.run_timeout_s
+    staging = trace_staging(request.results_dir, run.scenario, task.name)
+    task_plan = plan if task.needs_plan else None
+    outcome = execute_run(run, chosen, timeout_s, sweep.progress.event, task.name, plan=task_plan, trace_dir=staging)
+    part = task.secondary_part(task_plan, outcome)
+    if part is not None:  # host 0 writes the job's one record
+        sweep.result.secondary.append({**part, "variant": run.variant, "repeat": run.repeat})
+        return
+    finished = time.time()
+    # A serve sweep's worker measured every point: one record per point.
+    for run, key, outcome in task.split(run, key, outcome):
+        record = build_record(
+            run,
+            backend,
+            chosen.python,
+            chosen.probe,
+            outcome,
+            key=key,
+            started=started,
+            finished=finished,
+            catalog=sweep.catalog,
+            command=request.command,
+            task=task.name,
+            plan=task_plan,
+        )
+        _keep_record(sweep, record, staging)
+
+
+def _keep_record(sweep: _Sweep, record: RunRecord, staging: Path | None) -> None:
+    """The record saved (with its trace files), shown, and added to the sweep's result."""
+    results_dir = sweep.request.results_dir
+    if staging is not None:  # the trace files go next to the record, named by it
+        from harness.trace import attach
+
+        record = attach(record, staging, results_dir, record_filename(record))
+    path, problem = save_record(results_dir, record)
+    record = record.model_copy(update={"path": str(path)})
+    if problem is not None:
+        sweep.result.rescued.append({"path": str(path), "results_dir": str(results_dir), "problem": problem})
+    sweep.progress.finish(record)
+    sweep.result.records.append(record)
 
 
 def done_already(task: str, plan, keys: list[str], done: dict[str, Any]) -> bool:

@@ -130,96 +130,106 @@ def markdown(report: Report) -> str:
     for section in report.sections:
         out += _md_section(section)
     if report.serving:
-        out += [
-            "## Serving",
-            "",
-            "| run | " + " | ".join(h for h, _, _ in SERVE_COLUMNS) + " |",
-            "|---" * (len(SERVE_COLUMNS) + 1) + "|",
-        ]
-        out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in report.serving]
-        out.append("")
+        rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in report.serving]
+        out += _md_table("Serving", ["run", *(h for h, _, _ in SERVE_COLUMNS)], rows)
     for table in report.tables:
-        out += [f"## Task {md_cell(table.task)}", "", "| run | " + " | ".join(table.headers) + " |"]
-        out += ["|---" * (len(table.headers) + 1) + "|"]
-        out += ["| " + " | ".join([md_cell(row.label), *map(md_cell, row.cells)]) + " |" for row in table.rows]
-        out.append("")
+        rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in table.rows]
+        out += _md_table(f"Task {md_cell(table.task)}", ["run", *table.headers], rows)
     if report.slo_rates:
-        num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
-        out += [
-            "## Highest request rate within the SLO",
-            "",
-            "| scenario | accelerator | SLO | max req/s | goodput req/s "
-            "| $/1M output tokens at the SLO | price | stopped by |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        out += [
-            "| "
-            + " | ".join(
-                md_cell(x)
-                for x in (
-                    s["scenario"],
-                    s["accelerator"],
-                    s["slo"],
-                    num(s["max_rate_req_s"]),
-                    num(s["goodput_req_s"]),
-                    num(s["usd_per_1m_output_tokens"]),
-                    s["price"],
-                    s["stopped"],
-                )
-            )
-            + " |"
-            for s in report.slo_rates
-        ]
-        out.append("")
+        out += _md_slo_rates(report.slo_rates)
     if report.workloads:
-        out += [
-            "## Train + serve workload",
-            "",
-            "| scenario | run | fine-tunes | served 1M tokens | $/fine-tune | "
-            "$/1M output tokens | workload $ | ratio to first | serve $ from |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        out += [
-            "| "
-            + " | ".join(
-                md_cell(x)
-                for x in (
-                    w.scenario,
-                    w.run,
-                    f"{w.fine_tunes:g}",
-                    f"{w.served_tokens_millions:g}",
-                    f"{w.train_usd:.4g}",
-                    f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
-                    f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
-                    f"{w.ratio_to_first:.3f}",
-                    w.serve_basis,
-                )
-            )
-            + " |"
-            for w in report.workloads
-        ]
-        out.append("")
+        out += _md_workloads(report.workloads)
     out += _projected_markdown(report)
     if report.failed:
-        out += ["## Failed runs", "", "| scenario | variant | backend | failure | reason |", "|---|---|---|---|---|"]
-        out += [
-            "| "
-            + " | ".join(
-                md_cell(x)
-                for x in (r.scenario.name, r.scenario.variant, r.backend.name, r.failure.kind, r.failure.reason)
-            )
-            + " |"
-            for r in report.failed
-        ]
-        out.append("")
-    out += ["## Prices used", "", "| accelerator | $/chip-hour | pricing | source | date |", "|---|---|---|---|---|"]
-    out += [
-        "| "
-        + " | ".join(md_cell(getattr(p, k)) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date"))
-        + " |"
+        out += _md_failed(report.failed)
+    prices = [
+        [md_cell(getattr(p, k)) for k in ("accelerator", "usd_per_chip_hour", "pricing", "source", "date")]
         for p in report.prices
     ]
+    out += _md_table("Prices used", ["accelerator", "$/chip-hour", "pricing", "source", "date"], prices, last=True)
     return "\n".join(out) + "\n"
+
+
+def _md_table(title: str, headers: list[str], rows: list[list[str]], *, last: bool = False) -> list[str]:
+    """A `## title` section holding one table; cells come escaped (md_cell), headers as
+    written. A blank line follows unless it is the report's last table."""
+    lines = [f"## {title}", "", _md_row(headers), "|---" * len(headers) + "|", *map(_md_row, rows)]
+    return lines if last else [*lines, ""]
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _md_slo_rates(slo_rates: list[dict]) -> list[str]:
+    num = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+    headers = [
+        "scenario",
+        "accelerator",
+        "SLO",
+        "max req/s",
+        "goodput req/s",
+        "$/1M output tokens at the SLO",
+        "price",
+        "stopped by",
+    ]
+    rows = [
+        [
+            md_cell(x)
+            for x in (
+                s["scenario"],
+                s["accelerator"],
+                s["slo"],
+                num(s["max_rate_req_s"]),
+                num(s["goodput_req_s"]),
+                num(s["usd_per_1m_output_tokens"]),
+                s["price"],
+                s["stopped"],
+            )
+        ]
+        for s in slo_rates
+    ]
+    return _md_table("Highest request rate within the SLO", headers, rows)
+
+
+def _md_workloads(workloads: list) -> list[str]:
+    headers = [
+        "scenario",
+        "run",
+        "fine-tunes",
+        "served 1M tokens",
+        "$/fine-tune",
+        "$/1M output tokens",
+        "workload $",
+        "ratio to first",
+        "serve $ from",
+    ]
+    rows = [
+        [
+            md_cell(x)
+            for x in (
+                w.scenario,
+                w.run,
+                f"{w.fine_tunes:g}",
+                f"{w.served_tokens_millions:g}",
+                f"{w.train_usd:.4g}",
+                f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
+                f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
+                f"{w.ratio_to_first:.3f}",
+                w.serve_basis,
+            )
+        ]
+        for w in workloads
+    ]
+    return _md_table("Train + serve workload", headers, rows)
+
+
+def _md_failed(failed: list[RunRecord]) -> list[str]:
+    rows = [
+        [md_cell(x) for x in (r.scenario.name, r.scenario.variant, r.backend.name, r.failure.kind, r.failure.reason)]
+        for r in failed
+    ]
+    return _md_table("Failed runs", ["scenario", "variant", "backend", "failure", "reason"], rows)
 
 
 def _projected_markdown(report: Report) -> list[str]:

@@ -95,22 +95,25 @@ def bench_serve_command(
     no chat template added again), the same forced output length (ignore_eos), a closed
     loop of `concurrency` requests (all arrive at once: request rate inf), greedy."""
     host_port = base_url.split("://", 1)[-1].split("/", 1)[0]
+    target = ["--backend", "vllm", "--base-url", f"http://{host_port}", "--endpoint", "/v1/completions"]
+    model_args = ["--model", model, "--tokenizer", tokenizer]
     return [
         python,
         "-c",
         _CLI_SHIM,
         "bench",
         "serve",
-        "--backend",
-        "vllm",
-        "--base-url",
-        f"http://{host_port}",
-        "--endpoint",
-        "/v1/completions",
-        "--model",
-        model,
-        "--tokenizer",
-        tokenizer,
+        *target,
+        *model_args,
+        *_bench_serve_load(dataset, output_tokens, num_prompts, concurrency, warmups),
+        *_bench_serve_output(result_dir, result_file),
+    ]
+
+
+def _bench_serve_load(dataset: Path, output_tokens: int, num_prompts: int, concurrency: int, warmups: int) -> list[str]:
+    """bench's load for `vllm bench serve`: its prompts in order, forced output length,
+    greedy, a closed loop of `concurrency` requests."""
+    return [
         "--dataset-name",
         "custom",
         "--dataset-path",
@@ -130,6 +133,12 @@ def bench_serve_command(
         "inf",
         "--num-warmups",
         str(warmups),
+    ]
+
+
+def _bench_serve_output(result_dir: Path, result_file: str) -> list[str]:
+    """Where `vllm bench serve` saves its per-request results, and which percentiles."""
+    return [
         "--percentile-metrics",
         "ttft,tpot,itl,e2el",
         "--save-result",

@@ -1,0 +1,68 @@
+"""`bench show FILE|DIR...`: result records and projections, printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.commands.common import stderr_console
+from harness.errors import SpecError
+
+
+def add_parser(sub) -> None:
+    show = sub.add_parser("show", help="print result records (files or directories)")
+    show.add_argument("records", nargs="+")
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from harness.display import show_projection, show_record
+
+    console = Console()
+    shown = []  # every target is read before anything is printed: a bad one is refused whole
+    projected = []  # projections: shown after the records, labelled projected
+    for target in args.records:
+        _read_target(Path(target), shown, projected)
+    for record in shown:
+        show_record(record, console)
+    for projection in projected:
+        show_projection(projection, console)
+    return 0
+
+
+def _read_target(path: Path, shown: list, projected: list) -> None:
+    """One file or directory's records into `shown`, its projections into `projected`."""
+    from harness.projection import SUFFIX, load_projection
+
+    if not path.exists():
+        raise SpecError(str(path), "", "no such results file or directory")
+    if path.name.endswith(SUFFIX):
+        projected.append(_refusing(path, load_projection))
+    elif path.is_dir():
+        _read_directory(path, shown, projected)
+    else:
+        from harness.store import load_record
+
+        shown.append(_refusing(path, load_record))
+
+
+def _read_directory(path: Path, shown: list, projected: list) -> None:
+    from harness.projection import load_projections
+    from harness.store import load_records
+
+    projected.extend(load_projections([path]))
+    loaded = load_records([path])
+    for warning in loaded.warnings:
+        stderr_console().print(f"[yellow]warning: {warning}[/yellow]")
+    if not loaded.records and not projected:
+        skipped = f" ({len(loaded.warnings)} unreadable files skipped)" if loaded.warnings else ""
+        raise SpecError(str(path), "", f"no result records found{skipped}")
+    shown.extend(loaded.records)
+
+
+def _refusing(path: Path, load):
+    """`load(path)`, an unreadable file refused in one line naming it."""
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise SpecError(str(path), "", str(exc).removeprefix(f"{path}: ")) from None

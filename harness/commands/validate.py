@@ -1,0 +1,34 @@
+"""`bench validate FILE...`: scenario files checked without running them."""
+
+from __future__ import annotations
+
+from harness.commands.common import plural, print_error
+from harness.errors import BenchError
+
+
+def add_parser(sub) -> None:
+    validate = sub.add_parser("validate", help="check scenario files without running them")
+    validate.add_argument("scenarios", nargs="+")
+
+
+def run(args) -> int:
+    """Every file is checked (a bad one does not hide the next): an `ok` line each on
+    stdout, one `bench: ` line per bad file on stderr, exit 2 if any was bad."""
+    from collections import Counter
+
+    from harness.loader import validate_runs
+    from harness.spec import tasks_of
+
+    bad = 0
+    for path in args.scenarios:
+        try:
+            runs = validate_runs(path)
+        except BenchError as exc:
+            print_error(exc)
+            bad += 1
+            continue
+        tasks = Counter(task for run in runs for task in tasks_of(run.scenario))
+        records = sum(tasks.values())
+        kinds = ", ".join(f"{n} {task}" for task, n in tasks.items())
+        print(f"{path}: ok ({plural(len(runs), 'run')}, {plural(records, 'record')}: {kinds})")
+    return 2 if bad else 0
