@@ -23,21 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = [
-    "--set",
-    "model.preset=tiny-gemma3",
-    "--set",
-    "sequence.padding=static",
-    "--set",
-    "train.steps=10",
-    "--set",
-    "train.window_steps=0",
-    "--set",
-    "data.num_examples=32",
-    "--trace",
-    "4",
-    "--no-progress",
-]
+# The tiny traced run: each `--set` of the scenario, then the trace window.
+SETTINGS = "model.preset=tiny-gemma3 sequence.padding=static train.steps=10 train.window_steps=0 data.num_examples=32"
+RUN = [arg for setting in SETTINGS.split() for arg in ("--set", setting)] + ["--trace", "4", "--no-progress"]
 
 
 def traced(backend: str, out: Path) -> dict:

@@ -14,7 +14,8 @@ On the target, with WHEELS/ copied over (keep it out of git: a few tens of MiB):
     python -m harness.offline install WHEELS/ --target DIR     # read-only environment: then PYTHONPATH=DIR
     python -m harness.offline check [--target DIR]             # import everything the backends import
 
-What is downloaded: `WHEELS` below (bench's own wheel too) less what the target already
+What is downloaded: `WHEELS` below (the core's pins here, each backend's from its
+`backends/<name>/pins.toml`; bench's own wheel too) less what the target already
 has: by default a stock CUDA image with torch, JAX, transformers, peft, flax, optax,
 rich, httpx, jinja2, pandas and scipy (`IMAGE`); `--have` reads the target's
 `pip freeze`, `--have-python` asks an interpreter here. Every wheel is pinned to a
@@ -37,12 +38,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # (distribution, version, group, why). Versions resolved and imported together on
-# Python 3.11 in November 2026 (the jax-tunix and torch environments of .ci/run).
-WHEELS: tuple[tuple[str, str, str, str], ...] = (
+# Python 3.11 in November 2026 (the jax-tunix and torch environments of .ci/run). The
+# core's here; each backend's in its own `backends/<name>/pins.toml` (backend_pins).
+CORE_WHEELS: tuple[tuple[str, str, str, str], ...] = (
     ("pydantic", "2.14.4", "core", "scenario and record models"),
     ("pydantic-core", "2.50.5", "core", "pydantic's compiled core (a binary wheel: per Python and platform)"),
     ("annotated-types", "0.8.0", "core", "pydantic"),
@@ -50,30 +53,6 @@ WHEELS: tuple[tuple[str, str, str, str], ...] = (
     ("typing-extensions", "4.16.0", "core", "pydantic needs >= 4.16; images often have older"),
     ("plotly", "7.1.0", "core", "report plots"),
     ("narwhals", "2.29.0", "core", "plotly"),
-    ("torchax", "0.0.13", "torchax", "the torchax backend"),
-    ("google-tunix", "0.1.7", "jax-tunix", "the jax-tunix backend; no deps: see the module's docstring"),
-    ("qwix", "0.1.8", "jax-tunix", "LoRA for jax-tunix"),
-    ("google-metrax", "0.2.4", "jax-tunix", "imported by tunix.sft"),
-    ("clu", "0.0.12", "jax-tunix", "imported by tunix.sft"),
-    ("jaxtyping", "0.3.11", "jax-tunix", "imported by tunix"),
-    ("wadler-lindig", "0.1.8", "jax-tunix", "jaxtyping"),
-    ("perfetto", "0.59.1", "jax-tunix", "imported by tunix.sft (profiling hooks)"),
-    ("sentencepiece", "0.2.3", "jax-tunix", "imported by tunix's tokenizer adapter (binary wheel)"),
-    ("pillow", "13.0.0", "jax-tunix", "imported by tunix (binary wheel)"),
-    ("tensorboardX", "2.6.5", "jax-tunix", "imported by tunix.sft's metrics logger"),
-    ("googleapis-common-protos", "1.76.0", "jax-tunix", "tensorboardX / clu"),
-    ("wrapt", "2.5.2", "jax-tunix", "imported by clu"),
-    ("einops", "0.8.2", "jax-tunix", "imported by tunix models"),
-    # What flax and orbax import; a stock CUDA image with flax has them (IMAGE).
-    ("flax", "0.12.8", "jax-tunix", "Tunix's models (NNX)"),
-    ("orbax-checkpoint", "0.12.8", "jax-tunix", "flax"),
-    ("tensorstore", "0.1.86", "jax-tunix", "orbax-checkpoint (binary wheel)"),
-    ("msgpack", "1.2.4", "jax-tunix", "flax (binary wheel)"),
-    ("treescope", "0.1.10", "jax-tunix", "flax"),
-    ("etils", "1.15.0", "jax-tunix", "orbax-checkpoint"),
-    ("humanize", "4.17.0", "jax-tunix", "orbax-checkpoint"),
-    ("simplejson", "4.3.0", "jax-tunix", "orbax-checkpoint (binary wheel)"),
-    ("protobuf", "7.36.2", "jax-tunix", "orbax-checkpoint, tensorboardX (binary wheel)"),
 )
 
 # What a stock CUDA image for this work already has (torch 2.11 CUDA 13, JAX 0.11 CUDA,
@@ -139,25 +118,36 @@ IMAGE = frozenset(
     }
 )
 
-# What the backends import (bench's own modules first: it must load from the wheel).
+PINS_FIELDS = ("group", "check", "wheels")
+
+
+def backend_pins(backends_dir: Path = ROOT / "backends") -> list[dict[str, Any]]:
+    """Every backend's `pins.toml` (its group name, the modules `check` imports, and its
+    wheels as [distribution, version, why]), by the backend's folder name. tomllib is
+    the standard library's: this runs before pydantic is installed."""
+    import tomllib
+
+    found = []
+    for path in sorted(backends_dir.glob("*/pins.toml")):
+        with path.open("rb") as f:
+            pins = tomllib.load(f)
+        if sorted(pins) != sorted(PINS_FIELDS):
+            raise SystemExit(f"offline: {path}: needs exactly the fields {', '.join(PINS_FIELDS)}")
+        for i, wheel in enumerate(pins["wheels"]):
+            if not (isinstance(wheel, list) and len(wheel) == 3 and all(isinstance(x, str) for x in wheel)):
+                raise SystemExit(f"offline: {path}: wheels[{i}]: not [distribution, version, why]")
+        found.append(pins)
+    return found
+
+
+BACKEND_PINS = backend_pins()
+WHEELS = CORE_WHEELS + tuple((n, v, p["group"], why) for p in BACKEND_PINS for n, v, why in p["wheels"])
+# What each group imports (bench's own modules first: it must load from the wheel).
 CHECK_MODULES = {
     "core": ("harness.cli", "harness.spec", "harness.runner", "reports.render", "pydantic", "plotly"),
-    "torchax": ("backends.torchax_jax.backend",),
-    "jax-tunix": (
-        "backends.jax_tunix.backend",
-        "tunix.sft.peft_trainer",
-        "tunix.sft.hooks",
-        "tunix.sft.sharding_utils",
-        "tunix.sft.utils",
-        "tunix.models.gemma3.model",
-        "tunix.models.gemma3.params_safetensors",
-        "tunix.models.dummy_model_creator",
-        "qwix",
-        "flax.nnx",
-        "optax",
-    ),
+    **{p["group"]: tuple(p["check"]) for p in BACKEND_PINS},
 }
-GROUPS = ("core", "torchax", "jax-tunix")
+GROUPS = tuple(CHECK_MODULES)
 
 
 def normalize(name: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,16 +63,8 @@ class TpuSlice:
     peak_flops: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "catalog_key": self.catalog_key,
-            "chips": self.chips,
-            "topology": self.topology,
-            "host_bounds": list(self.host_bounds),
-            "hbm_bytes": self.hbm_bytes,
-            "hbm_bytes_per_s": self.hbm_bytes_per_s,
-            "peak_flops": self.peak_flops,
-        }
+        """Every field, in declaration order; host_bounds as a JSON list."""
+        return {**asdict(self), "host_bounds": list(self.host_bounds)}
 
 
 # Chips -> topology: v5e/v6e slices are 2D (8 chips a host), v4/v5p 3D (4 chips a host).

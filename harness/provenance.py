@@ -87,6 +87,14 @@ def runtime_packages() -> dict[str, str]:
     return found
 
 
+def module_versions(*modules: str) -> dict[str, str]:
+    """Python's version and each named module's `__version__`, keyed by module name, in
+    the order given: the versions a backend's worker really imported (not what pip lists)."""
+    import importlib
+
+    return {"python": sys.version.split()[0], **{m: importlib.import_module(m).__version__ for m in modules}}
+
+
 def load_average() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -107,6 +107,38 @@ class Capture(Protocol):
 
 
 # --------------------------------------------------------------------------- reading
+class SpanCapture:
+    """The step spans of a Capture whose framework marks a region with a context
+    manager (`open_span`): step_begin enters span_name(index), step_end leaves it."""
+
+    span = None
+
+    def open_span(self, name: str):
+        raise NotImplementedError
+
+    def step_begin(self, index: int) -> None:
+        self.span = self.open_span(span_name(index))
+        self.span.__enter__()
+
+    def step_end(self) -> None:
+        self.span.__exit__(None, None, None)
+        self.span = None
+
+
+class XSpaceCapture(SpanCapture):
+    """A profiler session that writes XSpace files (jax.profiler, torch_xla's profiler):
+    `<dir>/plugins/profile/<run>/<host>.xplane.pb`, which TensorBoard's profile plugin
+    (XProf) reads as one run. The executed XLA programs are the CPU PJRT runtime's
+    thunk events on a CPU, else a device plane's "XLA Modules"."""
+
+    def __init__(self, directory: Path, on_cpu: bool) -> None:
+        self.directory = Path(directory)
+        self.programs = XLA_CPU_THUNKS if on_cpu else XLA_DEVICE_MODULES
+
+    def files(self) -> list[Path]:
+        return sorted(self.directory.glob("plugins/profile/*/*.xplane.pb"))
+
+
 @dataclass(frozen=True)
 class Event:
     name: str

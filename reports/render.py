@@ -241,46 +241,50 @@ def _projected_markdown(report: Report) -> list[str]:
         out += [f"- {md_cell(line)}" for line in report.fine_tune_lines] + ([""] if report.fine_tune_lines else [])
         out += ["| scenario | run | steps | compiles | minutes | $ | basis |", "|---|---|---|---|---|---|---|"]
         out += [
-            "| "
-            + " | ".join(
-                md_cell(x) for x in (f.scenario, f.run, f.steps, f.compiles, f"{f.minutes:.3g}", num(f.usd), f.basis)
-            )
-            + " |"
+            md_row((f.scenario, f.run, f.steps, f.compiles, f"{f.minutes:.3g}", num(f.usd), f.basis))
             for f in report.fine_tunes
         ]
         out.append("")
     if report.projected:
-        out += [
-            "## Projected on TPU (compiler's bound, not measured)",
-            "",
-            "| scenario | variant | backend | slice | fits | GiB/device | step bound s | tokens/s/chip bound | "
-            "$/1M tokens bound | fine-tune compiles | fine-tune min | measured / projected |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        out += [
-            "| "
-            + " | ".join(
-                md_cell(x)
-                for x in (
-                    p.scenario,
-                    p.variant,
-                    p.backend,
-                    f"{p.slice} ({p.chips} chips)",
-                    p.fits,
-                    f"{p.memory_gib:.3g}",
-                    num(p.step_bound_s),
-                    num(p.tokens_per_s_per_chip_bound),
-                    num(p.usd_per_1m_bound),
-                    num(p.compiles),
-                    num(p.fine_tune_min),
-                    num(p.measured_over_projected),
-                )
-            )
-            + " |"
-            for p in report.projected
-        ]
-        out += ["", PROJECTED_NOTE, ""]
+        columns = (
+            "scenario | variant | backend | slice | fits | GiB/device | step bound s | tokens/s/chip bound | "
+            "$/1M tokens bound | fine-tune compiles | fine-tune min | measured / projected"
+        )
+        rows = [_projected_cells(p, num) for p in report.projected]
+        out += md_table("Projected on TPU (compiler's bound, not measured)", columns, rows)
+        out += [PROJECTED_NOTE, ""]
     return out
+
+
+def _projected_cells(p, num) -> tuple:
+    """One projected configuration's cells, in the projected table's column order."""
+    return (
+        p.scenario,
+        p.variant,
+        p.backend,
+        f"{p.slice} ({p.chips} chips)",
+        p.fits,
+        f"{p.memory_gib:.3g}",
+        num(p.step_bound_s),
+        num(p.tokens_per_s_per_chip_bound),
+        num(p.usd_per_1m_bound),
+        num(p.compiles),
+        num(p.fine_tune_min),
+        num(p.measured_over_projected),
+    )
+
+
+def md_table(title: str, columns: str, rows: list) -> list[str]:
+    """A Markdown section's lines: `## title`, the table under `columns` ("a | b"),
+    one row per entry of `rows` (its cells), then a blank line."""
+    header = f"| {columns} |"
+    rule = "|" + "---|" * (columns.count("|") + 1)
+    return [f"## {title}", "", header, rule, *map(md_row, rows), ""]
+
+
+def md_row(cells) -> str:
+    """One Markdown table row, each cell escaped (md_cell)."""
+    return "| " + " | ".join(md_cell(x) for x in cells) + " |"
 
 
 PROJECTED_NOTE = (

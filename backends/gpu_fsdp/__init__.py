@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from backends.torch_common.options import TorchExecutionOptions
-from harness.backend import BackendInfo, Capabilities
+from backends.declare import declared_backend
+from backends.torch_common.options import TorchExecutionOptions, runs_eager
 
 
 class FsdpOptions(TorchExecutionOptions):
@@ -17,30 +17,4 @@ class FsdpOptions(TorchExecutionOptions):
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
-def _load():
-    from backends.gpu_fsdp.backend import FsdpBackend
-
-    return FsdpBackend
-
-
-BACKEND_INFO = BackendInfo(
-    name="gpu-fsdp",
-    summary="PyTorch FSDP2 + transformers + peft (+ trl SFTTrainer), torchrun; NCCL or gloo",
-    requires=("torch", "transformers", "peft"),
-    install="pip install -e '.[torch]' (mode sft_trainer: '.[torch,trl]')",
-    options=FsdpOptions,
-    load=_load,
-    priority=25,
-    env={"USE_TORCH_XLA": "0"},
-    launcher="torchrun",  # one process per device (harness/launchers.py)
-    # fsdp: FSDP2 over the fsdp axis; data with fsdp: HSDP (replicated across data).
-    capabilities=Capabilities(
-        axes=("data", "fsdp"),
-        max_devices=None,
-        cpu_devices=True,
-        shardings=("full_shard", "shard_grad_op"),
-        multi_host=True,
-        packing_why=None,
-    ),
-    eager=lambda options: not options.get("compile", FsdpOptions.model_fields["compile"].default),
-)
+BACKEND_INFO = declared_backend(__file__, FsdpOptions, eager=runs_eager)

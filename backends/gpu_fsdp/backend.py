@@ -11,7 +11,6 @@ the mesh is 2-D (data x fsdp): HSDP, replicated across data, sharded within fsdp
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 import torch
@@ -24,17 +23,16 @@ from backends.hf_common.model import (
     build_model,
     build_optimizer,
     cast_to_plan,
+    cuda_or_cpu_probe,
     cuda_versions,
-    dtype_name,
     micro_batch_loss,
     model_facts,
-    optimizer_state_dtype,
-    parameter_dtypes,
+    run_dtypes,
 )
 from backends.torch_common import execution
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
-from harness.provenance import cpu_name
+from harness.provenance import cpu_name, module_versions
 
 
 class FsdpBackend(StepBackend):
@@ -45,10 +43,7 @@ class FsdpBackend(StepBackend):
 
     @classmethod
     def probe(cls) -> Probe:
-        if torch.cuda.is_available():
-            memory = torch.cuda.get_device_properties(0).total_memory
-            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), memory)
-        return Probe(True, "no GPU: runs over gloo on the CPU", "cpu", cpu_name(), 1)
+        return cuda_or_cpu_probe("no GPU: runs over gloo on the CPU")
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
@@ -273,13 +268,8 @@ class FsdpBackend(StepBackend):
         """Dtypes of this rank's shards and of its optimizer state; the ranks that fed
         distinct rows, from a fingerprint of each rank's first rows (gathered)."""
         prints = self._gather([float(self.fingerprints[0] if self.fingerprints else -1)])
-        dtypes = {
-            **parameter_dtypes(self.model),
-            "optimizer_state": optimizer_state_dtype(self.optimizer),
-            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
-        }
         return {
-            "dtypes": {k: v for k, v in dtypes.items() if v},
+            "dtypes": run_dtypes(self.model, self.optimizer, self.compute_dtype),
             "distinct_row_shards": len({p[0] for p in prints if p[0] >= 0}),
         }
 
@@ -331,15 +321,7 @@ class FsdpBackend(StepBackend):
         }
 
     def versions(self) -> dict[str, str]:
-        import peft
-        import transformers
-
-        found = {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-        }
+        found = module_versions("torch", "transformers", "peft")
         if self.options.mode == "sft_trainer":
             import trl
 

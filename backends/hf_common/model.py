@@ -12,11 +12,23 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from harness.backend import ModelFacts
+from backends.hf_common.config_names import from_hf, to_hf
+from harness.backend import ModelFacts, Probe
 from harness.data.batches import IGNORE_INDEX
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def cuda_or_cpu_probe(cpu_note: str) -> Probe:
+    """What a torch backend finds here: every CUDA GPU (the first one's name and memory),
+    else the CPU, with `cpu_note` saying what running there means."""
+    from harness.provenance import cpu_name
+
+    if torch.cuda.is_available():
+        memory = torch.cuda.get_device_properties(0).total_memory
+        return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), memory)
+    return Probe(True, cpu_note, "cpu", cpu_name(), 1)
 
 
 def cuda_versions() -> dict[str, str]:
@@ -43,12 +55,7 @@ def hf_config(arch: dict[str, Any], attention: str):
     """A transformers config for the architecture fields of `harness.presets`."""
     family = arch.get("family", "gemma3")
     common = dict(
-        vocab_size=arch["vocab_size"],
-        hidden_size=arch["hidden_size"],
-        intermediate_size=arch["intermediate_size"],
-        num_hidden_layers=arch["num_layers"],
-        num_attention_heads=arch["num_heads"],
-        num_key_value_heads=arch["num_kv_heads"],
+        **to_hf(arch),
         max_position_embeddings=arch["max_position_embeddings"],
         tie_word_embeddings=arch.get("tie_embeddings", True),
         use_cache=False,
@@ -151,12 +158,7 @@ def architecture_of(config) -> dict[str, Any]:
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return {
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_layers": config.num_hidden_layers,
-        "num_heads": config.num_attention_heads,
-        "num_kv_heads": config.num_key_value_heads,
+        **from_hf(config),
         "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
         "layer_windows": [window if kind == "sliding_attention" else None for kind in types],
     }
@@ -192,6 +194,17 @@ def optimizer_state_dtype(optimizer) -> str | None:
                 local = value.to_local() if hasattr(value, "to_local") else value
                 names.add(dtype_name(local.dtype))
     return "+".join(sorted(names)) or None
+
+
+def run_dtypes(model: torch.nn.Module, optimizer, compute_dtype) -> dict[str, str]:
+    """The record's `done.dtypes`: parameters by kind, optimizer state and the compute
+    dtype measured from the logits; kinds with nothing to report are left out."""
+    dtypes = {
+        **parameter_dtypes(model),
+        "optimizer_state": optimizer_state_dtype(optimizer),
+        "compute": dtype_name(compute_dtype) if compute_dtype else None,
+    }
+    return {k: v for k, v in dtypes.items() if v}
 
 
 def build_optimizer(model: torch.nn.Module, scenario, fused: bool = False):

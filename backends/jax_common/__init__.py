@@ -189,7 +189,9 @@ class CompileCounter:
 
 class JaxDeviceFacts:
     """The device facts of a JAX backend (mixed in before `Backend`): it sets
-    `self.devices` (jax.devices()) and `self.compiles` (a CompileCounter)."""
+    `self.devices` (jax.devices()) and `self.compiles` (a CompileCounter). Over several
+    hosts (`plan.hosts` > 1) the facts are the whole job's (`distributed`), and teardown
+    leaves the job together."""
 
     devices: list
     compiles: CompileCounter
@@ -198,10 +200,34 @@ class JaxDeviceFacts:
         return self.compiles.snapshot()
 
     def memory(self) -> MemoryFacts:
+        if self.plan.hosts > 1:
+            from backends.jax_common import distributed
+
+            return distributed.memory(self.devices)
         return memory(self.devices)
 
     def accelerator(self) -> dict[str, Any]:
+        if self.plan.hosts > 1:
+            from backends.jax_common import distributed
+
+            return distributed.accelerator(self.plan, self.devices)
         return accelerator(self.devices)
+
+    def job_facts(self) -> dict[str, Any]:
+        """Processes and hosts of a multi-host job (none on one host)."""
+        if self.plan.hosts > 1:
+            from backends.jax_common import distributed
+
+            return distributed.job_facts()
+        return {}
+
+    def teardown(self) -> None:
+        """Leave the job together: a host that exits while others still talk to its
+        coordination service would take them down."""
+        if self.plan.hosts > 1:
+            import jax
+
+            jax.distributed.shutdown()
 
     def compile_cache(self) -> dict[str, Any]:
         """JAX's persistent compilation cache (jax_compilation_cache_dir); a hit emits no

@@ -12,35 +12,23 @@ from pathlib import Path
 
 import jax
 
-from harness.trace import XLA_CPU_THUNKS, XLA_DEVICE_MODULES, span_name
+from harness.trace import XSpaceCapture
 
 
-class JaxCapture:
+class JaxCapture(XSpaceCapture):
     tool = f"jax.profiler {jax.__version__}"
     # JAX's own event around each backend compile (jax._src.interpreters.pxla), the
     # same on every platform; the PjRt client's compile sits inside it.
     compile_events = ("backend_compile_and_load",)
 
     def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
-        self.span = None
-        # The executed XLA programs (harness.trace): the CPU PJRT runtime's thunk events,
-        # or a device plane's "XLA Modules".
-        self.programs = XLA_CPU_THUNKS if jax.devices()[0].platform == "cpu" else XLA_DEVICE_MODULES
+        super().__init__(directory, on_cpu=jax.devices()[0].platform == "cpu")
 
     def start(self) -> None:
         jax.profiler.start_trace(str(self.directory))
 
-    def step_begin(self, index: int) -> None:
-        self.span = jax.profiler.TraceAnnotation(span_name(index))
-        self.span.__enter__()
-
-    def step_end(self) -> None:
-        self.span.__exit__(None, None, None)
-        self.span = None
+    def open_span(self, name: str):
+        return jax.profiler.TraceAnnotation(name)
 
     def stop(self) -> None:
         jax.profiler.stop_trace()
-
-    def files(self) -> list[Path]:
-        return sorted(self.directory.glob("plugins/profile/*/*.xplane.pb"))

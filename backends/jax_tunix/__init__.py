@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from harness.backend import BackendInfo, BackendOptions, Capabilities
+from backends.declare import declared_backend
+from harness.backend import BackendOptions
 
 
 class JaxTunixOptions(BackendOptions):
@@ -25,29 +26,4 @@ class JaxTunixOptions(BackendOptions):
     lora_init: str | None = None
 
 
-def _load():
-    from backends.jax_tunix.backend import JaxTunixBackend
-
-    return JaxTunixBackend
-
-
-BACKEND_INFO = BackendInfo(
-    name="jax-tunix",
-    summary="JAX + Tunix PeftTrainer + Qwix LoRA on an fsdp x tp mesh (TPU, GPU)",
-    requires=("jax", "flax", "optax", "qwix", "tunix"),
-    install="pip install -e '.[jax]' (on a TPU VM: its own environment, apart from torch_xla's)",
-    options=JaxTunixOptions,
-    load=_load,
-    priority=20,
-    # Tunix's fsdp and tp mesh axes; the trainer splits rows over fsdp. No fp16: Tunix's
-    # trainer has no loss scaling, without which fp16 gradients underflow.
-    capabilities=Capabilities(
-        axes=("fsdp", "tensor"),
-        max_devices=None,
-        cpu_devices=True,
-        precisions=("fp32", "bf16"),
-        multi_host=True,
-        packing_why="jax-tunix has no per-example attention kernel: Tunix's Gemma 3 attention takes a padding mask, "
-        "not segment ids (splash attention's segment ids are not wired in)",
-    ),
-)
+BACKEND_INFO = declared_backend(__file__, JaxTunixOptions)

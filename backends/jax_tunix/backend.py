@@ -17,7 +17,6 @@ express, are refused unless the option `fuse_kv_lora` accepts the fused adapter.
 
 from __future__ import annotations
 
-import sys
 import time
 from importlib import metadata
 from typing import Any
@@ -26,6 +25,7 @@ from backends import jax_common
 from backends.jax_common import distributed
 from harness.backend import LoopBackend, ModelFacts, Probe, WorkLog
 from harness.loop import LoopResult, WindowSample, recorder_for
+from harness.provenance import module_versions
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 
@@ -223,28 +223,11 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             )
         )
 
-    def accelerator(self) -> dict[str, Any]:
-        if self.plan.hosts > 1:
-            return distributed.accelerator(self.plan, self.devices)
-        return super().accelerator()
-
-    def memory(self):
-        return distributed.memory(self.devices) if self.plan.hosts > 1 else super().memory()
-
-    def teardown(self) -> None:
-        """Leave the job together: a host that exits while others still talk to its
-        coordination service would take them down."""
-        if self.plan.hosts > 1:
-            import jax
-
-            jax.distributed.shutdown()
-
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
 
-        job = distributed.job_facts() if self.plan.hosts > 1 else {}
         return {
-            **job,
+            **self.job_facts(),
             "mesh": dict(self.mesh.shape),
             **sharding_facts(self.model),
             "grad_accumulation": self.plan.accumulation,
@@ -255,18 +238,10 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         }
 
     def versions(self) -> dict[str, str]:
-        import flax
-        import jax
-        import jaxlib
-        import optax
         import qwix
 
         return {
-            "python": sys.version.split()[0],
-            "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__,
-            "flax": flax.__version__,
-            "optax": optax.__version__,
+            **module_versions("jax", "jaxlib", "flax", "optax"),
             "tunix": metadata.version("google-tunix"),
             "qwix": getattr(qwix, "__version__", metadata.version("qwix")),
         }

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from backends.hf_common.config_names import from_hf
 from harness.backend import ModelFacts
 
 # Hugging Face / peft module names -> Tunix Gemma 3 module names.
@@ -39,12 +40,7 @@ def architecture_from_hf_config(config: dict[str, Any]) -> dict[str, Any]:
     rope = text.get("rope_parameters") or {}
     return dict(
         family="gemma3",
-        vocab_size=text["vocab_size"],
-        hidden_size=text["hidden_size"],
-        intermediate_size=text["intermediate_size"],
-        num_layers=text["num_hidden_layers"],
-        num_heads=text["num_attention_heads"],
-        num_kv_heads=text["num_key_value_heads"],
+        **from_hf(text),
         head_dim=text["head_dim"],
         sliding_window=text.get("sliding_window"),
         query_pre_attn_scalar=text.get("query_pre_attn_scalar", text["head_dim"]),

@@ -3,7 +3,7 @@ work runs, never what it is. Imported by the registry without torch."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from harness.backend import BackendOptions
 
@@ -23,3 +23,9 @@ class TorchExecutionOptions(BackendOptions):
     # fused linear cross-entropy on CUDA where installed, chunked elsewhere; chunked
     # never holds the full fp32 logits; plain is the reference.
     loss_kernel: Literal["auto", "chunked", "plain", "liger"] = "auto"
+
+
+def runs_eager(options: dict[str, Any]) -> bool:
+    """`BackendInfo.eager` of the torch backends: a run without torch.compile (the
+    record's `backend.options`) compiles nothing by design."""
+    return not options.get("compile", TorchExecutionOptions.model_fields["compile"].default)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from harness.trace import Programs, span_name
+from harness.trace import Programs, SpanCapture
 
 
-class TorchCapture:
+class TorchCapture(SpanCapture):
     tool = f"torch.profiler {torch.__version__}"
     # What dynamo records for each frame it compiles (torch._dynamo.convert_frame,
     # dynamo_timed); an eager run compiles nothing.
@@ -37,18 +37,12 @@ class TorchCapture:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
             self.programs = Programs(categories=("kernel", "gpu_memcpy", "gpu_memset"))
         self.profiler = torch.profiler.profile(activities=activities)
-        self.span = None
 
     def start(self) -> None:
         self.profiler.start()
 
-    def step_begin(self, index: int) -> None:
-        self.span = torch.profiler.record_function(span_name(index))
-        self.span.__enter__()
-
-    def step_end(self) -> None:
-        self.span.__exit__(None, None, None)
-        self.span = None
+    def open_span(self, name: str):
+        return torch.profiler.record_function(name)
 
     def stop(self) -> None:
         self.profiler.stop()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from backends.torch_common.options import TorchExecutionOptions
-from harness.backend import BackendInfo, Capabilities
+from backends.declare import declared_backend
+from backends.torch_common.options import TorchExecutionOptions, runs_eager
 
 
 class TorchOptions(TorchExecutionOptions):
@@ -19,22 +19,4 @@ class TorchOptions(TorchExecutionOptions):
     cpu_threads: int | None = None
 
 
-def _load():
-    from backends.torch_eager.backend import TorchBackend
-
-    return TorchBackend
-
-
-BACKEND_INFO = BackendInfo(
-    name="torch",
-    summary="eager PyTorch + transformers + peft (CPU or one CUDA GPU)",
-    requires=("torch", "transformers", "peft"),
-    install="pip install -e '.[torch]'",
-    options=TorchOptions,
-    load=_load,
-    priority=0,
-    env={"USE_TORCH_XLA": "0"},
-    # One device, no parallelism; packed rows through transformers' per-example masks.
-    capabilities=Capabilities(axes=(), max_devices=1, packing_why=None),
-    eager=lambda options: not options.get("compile", TorchOptions.model_fields["compile"].default),
-)
+BACKEND_INFO = declared_backend(__file__, TorchOptions, eager=runs_eager)

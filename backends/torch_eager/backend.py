@@ -4,37 +4,20 @@ compared against (same weights, same batches, same loss)."""
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Any
 
 import torch
 
-from backends.hf_common.model import (
-    DTYPES,
-    PlannedSteps,
-    apply_lora,
-    build_model,
-    build_optimizer,
-    cast_to_plan,
-    cuda_versions,
-    dtype_name,
-    micro_batch_loss,
-    model_facts,
-    optimizer_state_dtype,
-    parameter_dtypes,
-)
+from backends.hf_common import model as hf
 from backends.torch_common import execution
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
-from harness.provenance import cpu_name
+from harness.provenance import cpu_name, module_versions
 
 
 class TorchBackend(StepBackend):
     @classmethod
     def probe(cls) -> Probe:
-        if torch.cuda.is_available():
-            memory = torch.cuda.get_device_properties(0).total_memory
-            return Probe(True, "", "cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), memory)
-        return Probe(True, "", "cpu", cpu_name(), 1)
+        return hf.cuda_or_cpu_probe("")
 
     def setup(self) -> ModelFacts:
         self.device = self._device()
@@ -43,25 +26,25 @@ class TorchBackend(StepBackend):
         precision = self.plan.precision
         if precision.name == "fp16" and self.device.type != "cuda":
             raise ValueError("train.precision: fp16 needs a CUDA device on the torch backend; use fp32 or bf16")
-        model = apply_lora(build_model(self.scenario), self.scenario)
+        model = hf.apply_lora(hf.build_model(self.scenario), self.scenario)
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.model = cast_to_plan(model, precision).to(self.device)
+        self.model = hf.cast_to_plan(model, precision).to(self.device)
         # Created after the cast and the move: the optimizer holds the final tensors.
         self.fused_optimizer = execution.use_fused_optimizer(self.device, self.scenario)
-        self.optimizer = build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
+        self.optimizer = hf.build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
         self.loss = execution.loss_module(self.model, self.options, self.device, "torch")
         self.loss_of = execution.compile_loss(self.loss, self.options) if self.options.compile else self.loss
         self.compile_events = 0  # micro-batches during which dynamo compiled a new graph
-        self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
+        self.steps = hf.PlannedSteps(self.optimizer, self.plan, self.work)
         # Autocast runs the matmuls in the compute dtype (the trained fp32 master
         # weights included), the way AMP training does.
-        self.autocast_dtype = None if precision.compute == "fp32" else DTYPES[precision.compute]
+        self.autocast_dtype = None if precision.compute == "fp32" else hf.DTYPES[precision.compute]
         self.compute_dtype = None  # measured: the dtype the first forward's logits came out in
         self.scaler = torch.amp.GradScaler("cuda") if precision.name == "fp16" else None
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        return model_facts(self.model)
+        return hf.model_facts(self.model)
 
     def _device(self) -> torch.device:
         wanted = self.options.device
@@ -75,7 +58,7 @@ class TorchBackend(StepBackend):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def train_step(self, batch) -> torch.Tensor:
-        total = micro_batch_loss(self, batch, self._place, self._loss_sum, self._backward)
+        total = hf.micro_batch_loss(self, batch, self._place, self._loss_sum, self._backward)
         self._optimizer_step()
         return total
 
@@ -142,12 +125,7 @@ class TorchBackend(StepBackend):
         return float(loss.item())
 
     def done(self) -> dict[str, Any]:
-        dtypes = {
-            **parameter_dtypes(self.model),
-            "optimizer_state": optimizer_state_dtype(self.optimizer),
-            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
-        }
-        return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": 1}
+        return {"dtypes": hf.run_dtypes(self.model, self.optimizer, self.compute_dtype), "distinct_row_shards": 1}
 
     def memory(self) -> MemoryFacts:
         if self.device.type == "cuda":
@@ -164,17 +142,7 @@ class TorchBackend(StepBackend):
         return {"kind": "cpu", "name": cpu_name(), "count": 1, "threads": torch.get_num_threads()}
 
     def versions(self) -> dict[str, str]:
-        import numpy
-        import peft
-        import transformers
-
-        found = {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-            "numpy": numpy.__version__,
-        }
+        found = module_versions("torch", "transformers", "peft", "numpy")
         if self.device.type == "cuda":
-            found.update(cuda_versions())
+            found.update(hf.cuda_versions())
         return found

@@ -15,7 +15,13 @@ from typing import Any
 
 from backends import jax_common
 from backends.jax_common import aot
-from backends.torchax_jax.backend import MESH_AXES, configure_jax
+from backends.torchax_jax.backend import (
+    MESH_AXES,
+    apply_step_function,
+    configure_jax,
+    forward_logits,
+    grad_step_function,
+)
 
 
 def abstract_model(scenario, plan):
@@ -70,29 +76,14 @@ class AbstractStep:
         return jax.tree_util.tree_map(place, tree)
 
     def _loss(self, weights, buffers, ids, mask, labels, normaliser):
-        import torch
-
         from backends.hf_common.model import token_loss_sum
 
-        logits = torch.func.functional_call(
-            self.model,
-            {**weights, **buffers},
-            args=(),
-            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False},
-        ).logits
+        logits = forward_logits(self.model, weights, buffers, ids, mask)
         return token_loss_sum(logits, labels) / normaliser
 
     def grad_program(self, seq_len: int) -> dict[str, Any]:
         import jax
         import jax.numpy as jnp
-        from torchax.interop import jax_view
-
-        value_and_grad = jax.value_and_grad(jax_view(self._loss))
-
-        def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
-            loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
-            total, accumulated = carry
-            return total + loss, jax.tree_util.tree_map(jnp.add, accumulated, grads)
 
         weights = self._placed(self.weights)
         carry = (jax.ShapeDtypeStruct((), jnp.float32, sharding=self._sharding()), weights)
@@ -100,26 +91,16 @@ class AbstractStep:
             (self.plan.rows_per_forward, seq_len), jnp.int32, sharding=self._sharding((MESH_AXES,))
         )
         out = jax.tree_util.tree_map(lambda a: a.sharding, carry)
-        jitted = jax.jit(bench_grad_step, donate_argnums=(6,), out_shardings=out)
+        jitted = jax.jit(grad_step_function(self._loss), donate_argnums=(6,), out_shardings=out)
         args = (weights, self._placed(self.buffers), rows, rows, rows, carry[0], carry)
         return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation)
 
     def apply_program(self) -> dict[str, Any]:
         import jax
-        import jax.numpy as jnp
-        import optax
-
-        optimizer = self.optimizer
-
-        def bench_apply_step(grads, weights, opt_state):
-            updates, opt_state = optimizer.update(grads, opt_state, weights)
-            weights = optax.apply_updates(weights, updates)
-            zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
-            return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
 
         weights = self._placed(self.weights)
-        opt_state = self._placed(jax.eval_shape(optimizer.init, self.weights))
-        jitted = jax.jit(bench_apply_step, donate_argnums=(0, 1, 2))
+        opt_state = self._placed(jax.eval_shape(self.optimizer.init, self.weights))
+        jitted = jax.jit(apply_step_function(self.optimizer), donate_argnums=(0, 1, 2))
         return aot.compile_facts("bench_apply_step", jitted, (weights, weights, opt_state), 1)
 
 

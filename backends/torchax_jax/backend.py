@@ -15,7 +15,6 @@ mask is applied (W5's write-up dropped it, which changes what is computed).
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 import torch
@@ -26,6 +25,7 @@ from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.jax_common import distributed
 from backends.torchax_jax.compat import allow_removed_named_overloads
 from harness.backend import ModelFacts, Probe, StepBackend, WorkLog
+from harness.provenance import module_versions
 
 # jit reports compilations as jit(<name>): the step's two programs, told apart from setup's.
 GRAD_NAME = "bench_grad_step"
@@ -184,27 +184,14 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         donated carry. Its output shardings are pinned to the carry's, so the next
         call finds the shardings it was compiled for (else it would recompile)."""
         import jax
-        from torchax.interop import jax_view
 
-        loss_of = jax_view(self._micro_batch_loss)
-        value_and_grad = jax.value_and_grad(loss_of)
-
-        def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
-            loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
-            total, accumulated = carry
-            return total + loss, jax.tree_util.tree_map(jax.numpy.add, accumulated, grads)
-
-        return jax.jit(bench_grad_step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
+        step = grad_step_function(self._micro_batch_loss)
+        return jax.jit(step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
 
     def _micro_batch_loss(self, weights, buffers, ids, mask, labels, normaliser):
         """Torch side (torchax tensors): sum of the token losses over the step's loss
         tokens, so the micro-batches of a step add up to the torch backend's loss."""
-        logits = torch.func.functional_call(
-            self.model,
-            {**weights, **buffers},
-            args=(),
-            kwargs={"input_ids": ids, "attention_mask": mask, "use_cache": False},
-        ).logits
+        logits = forward_logits(self.model, weights, buffers, ids, mask)
         self.compute_dtype = logits.dtype  # static: recorded while jit traces
         return token_loss_sum(logits, labels) / normaliser
 
@@ -214,16 +201,6 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         the update used, read from the optimizer state (not from the plan). The step's
         loss is not an argument: it is donated nowhere, so the caller can read it late."""
         import jax
-        import jax.numpy as jnp
-        import optax
-
-        optimizer = self.optimizer
-
-        def bench_apply_step(grads, weights, opt_state):
-            updates, opt_state = optimizer.update(grads, opt_state, weights)
-            weights = optax.apply_updates(weights, updates)
-            zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
-            return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
 
         out = (
             self._shardings(self.weights),
@@ -231,7 +208,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
             self._shardings(self.carry),
             self._sharding(),
         )
-        return jax.jit(bench_apply_step, donate_argnums=(0, 1, 2), out_shardings=out)
+        return jax.jit(apply_step_function(self.optimizer), donate_argnums=(0, 1, 2), out_shardings=out)
 
     # ------------------------------------------------------------------ steps
     def _rows(self, array):
@@ -290,27 +267,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         leaves = jax.tree_util.tree_leaves(self.opt_state)
         return _joined(a.dtype for a in leaves if a.ndim > 0 and jax.numpy.issubdtype(a.dtype, jax.numpy.floating))
 
-    def accelerator(self) -> dict[str, Any]:
-        if self.plan.hosts > 1:
-            return distributed.accelerator(self.plan, self.devices)
-        return super().accelerator()
-
-    def memory(self):
-        return distributed.memory(self.devices) if self.plan.hosts > 1 else super().memory()
-
-    def teardown(self) -> None:
-        """Leave the job together: a host that exits while others still talk to its
-        coordination service would take them down."""
-        if self.plan.hosts > 1:
-            import jax
-
-            jax.distributed.shutdown()
-
     def extra_facts(self) -> dict[str, Any]:
         specs = [str(a.sharding.spec) for a in [*self.weights.values(), *self.buffers.values()]]
-        job = distributed.job_facts() if self.plan.hosts > 1 else {}
         return {
-            **job,
+            **self.job_facts(),
             "devices": len(self.devices),
             "mesh": dict(self.mesh.shape),
             "num_params_total": len(specs),
@@ -320,21 +280,46 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         }
 
     def versions(self) -> dict[str, str]:
-        import jax
-        import optax
-        import peft
-        import torchax
-        import transformers
+        return module_versions("torch", "torchax", "jax", "optax", "transformers", "peft")
 
-        return {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "torchax": torchax.__version__,
-            "jax": jax.__version__,
-            "optax": optax.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-        }
+
+def forward_logits(model, weights, buffers, ids, mask):
+    """The model's logits with `weights` and `buffers` standing in for its own tensors
+    (torch side: torchax tensors, or shapes when compiled ahead of time)."""
+    kwargs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
+    return torch.func.functional_call(model, {**weights, **buffers}, args=(), kwargs=kwargs).logits
+
+
+def grad_step_function(micro_batch_loss):
+    """bench_grad_step (the name the compile counter counts): one micro-batch's loss and
+    gradients of the torch-side `micro_batch_loss`, added to the donated carry."""
+    import jax
+    from torchax.interop import jax_view
+
+    value_and_grad = jax.value_and_grad(jax_view(micro_batch_loss))
+
+    def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
+        loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
+        total, accumulated = carry
+        return total + loss, jax.tree_util.tree_map(jax.numpy.add, accumulated, grads)
+
+    return bench_grad_step
+
+
+def apply_step_function(optimizer):
+    """bench_apply_step: the optax update of one optimizer step, a zeroed carry for the
+    next step (in the donated gradients' buffers) and the lr the update applied."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    def bench_apply_step(grads, weights, opt_state):
+        updates, opt_state = optimizer.update(grads, opt_state, weights)
+        weights = optax.apply_updates(weights, updates)
+        zeros = jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, grads)
+        return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
+
+    return bench_apply_step
 
 
 def _joined(dtypes) -> str | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -29,15 +28,13 @@ from backends.hf_common.model import (
     build_model,
     build_optimizer,
     cast_to_plan,
-    dtype_name,
     micro_batch_loss,
     model_facts,
-    optimizer_state_dtype,
-    parameter_dtypes,
+    run_dtypes,
 )
 from harness.accelerators import on_tpu_vm
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
-from harness.provenance import cpu_name
+from harness.provenance import cpu_name, module_versions
 
 
 def configure_runtime(cpu_devices: int) -> None:
@@ -212,12 +209,8 @@ class XlaBackend(StepBackend):
         return {"persistent": False, "what": "torch_xla persistent cache (initialize_cache not called)"}
 
     def done(self) -> dict[str, Any]:
-        dtypes = {
-            **parameter_dtypes(self.model),
-            "optimizer_state": optimizer_state_dtype(self.optimizer),
-            "compute": dtype_name(self.compute_dtype) if self.compute_dtype else None,
-        }
-        return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": self.row_split}
+        dtypes = run_dtypes(self.model, self.optimizer, self.compute_dtype)
+        return {"dtypes": dtypes, "distinct_row_shards": self.row_split}
 
     def extra_facts(self) -> dict[str, Any]:
         import torch_xla
@@ -232,17 +225,7 @@ class XlaBackend(StepBackend):
         }
 
     def versions(self) -> dict[str, str]:
-        import peft
-        import torch_xla
-        import transformers
-
-        return {
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "torch_xla": torch_xla.__version__,
-            "transformers": transformers.__version__,
-            "peft": peft.__version__,
-        }
+        return module_versions("torch", "torch_xla", "transformers", "peft")
 
     def notes(self) -> list[str]:
         return [f"SPMD FSDPv2 over a {self.fsdp_size}-device fsdp axis ({os.environ.get('PJRT_DEVICE')} PJRT)"]

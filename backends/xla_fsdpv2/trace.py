@@ -16,35 +16,23 @@ import torch_xla
 import torch_xla.debug.profiler as xp
 import torch_xla.runtime as xr
 
-from harness.trace import XLA_CPU_THUNKS, XLA_DEVICE_MODULES, span_name
+from harness.trace import XSpaceCapture
 
 
-class XlaCapture:
+class XlaCapture(XSpaceCapture):
     tool = f"torch_xla.debug.profiler {torch_xla.__version__}"
     # torch_xla's graph compile (one per CompileTime sample, what the backend counts);
     # the PjRt client's compile sits inside it.
     compile_events = ("XLAGraphExecutor::Compile",)
 
     def __init__(self, directory: Path) -> None:
-        self.directory = Path(directory)
-        self.span = None
-        # The executed XLA programs (harness.trace): the CPU PJRT runtime's thunk events,
-        # or a device plane's "XLA Modules".
-        self.programs = XLA_CPU_THUNKS if xr.device_type() == "CPU" else XLA_DEVICE_MODULES
+        super().__init__(directory, on_cpu=xr.device_type() == "CPU")
 
     def start(self) -> None:
         xp.start_trace(str(self.directory))
 
-    def step_begin(self, index: int) -> None:
-        self.span = torch_xla._XLAC.profiler.TraceMe(span_name(index))
-        self.span.__enter__()
-
-    def step_end(self) -> None:
-        self.span.__exit__(None, None, None)
-        self.span = None
+    def open_span(self, name: str):
+        return torch_xla._XLAC.profiler.TraceMe(name)
 
     def stop(self) -> None:
         xp.stop_trace()
-
-    def files(self) -> list[Path]:
-        return sorted(self.directory.glob("plugins/profile/*/*.xplane.pb"))

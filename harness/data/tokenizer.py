@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -67,10 +66,12 @@ def load_tokenizer(kind: str, vocab_size: int, path: str | None) -> TokenizerHan
 def _load_local_bpe(vocab_size: int) -> TokenizerHandle:
     from tokenizers import Tokenizer
 
+    from harness.store import write_text_atomic
+
     key = hashlib.sha256(f"{LOCAL_BPE_VERSION}:{vocab_size}".encode()).hexdigest()[:12]
     file = cache_dir() / "tokenizers" / f"local-bpe-{vocab_size}-{key}" / "tokenizer.json"
     if not file.exists():
-        _atomic_write_text(file, _train_local_bpe(vocab_size).to_str())
+        write_text_atomic(file, _train_local_bpe(vocab_size).to_str())
     tok = Tokenizer.from_file(str(file))
     ids = {t: tok.token_to_id(t) for t in ("<pad>", "<bos>", "<eos>")}
     desc = {
@@ -141,14 +142,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- chat
