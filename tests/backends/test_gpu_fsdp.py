@@ -94,6 +94,9 @@ def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_
         "train.global_batch=8",
         "--set",
         "train.micro_batch=1",
+        "--timeout",
+        "900",  # tiny.yaml's 300 s per run: a slow CI machine compiles every new shape
+        timeout=2000,
     )
     assert done.returncode == 0, failures_in(tmp_path / "r") or done.stderr + done.stdout
     by_padding = {r["scenario"]["resolved"]["sequence"]["padding"]: r for r in records_in(tmp_path / "r")}
