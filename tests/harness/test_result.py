@@ -157,3 +157,27 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     assert today[list(golden.columns)].to_csv(index=False) == golden.to_csv(index=False)
     serve = today[today["task"] == "serve"] if "task" in today.columns else today[today["backend"] == "serve-local"]
     assert serve["output_tok_s_per_chip"].tolist() == serve["output_throughput_tok_s"].tolist()  # one chip
+
+
+def test_every_training_figure_states_its_unit_by_its_name():
+    """The figures' table (harness/tasks/train/figures.py) gives each field a unit; the
+    name's suffix and the unit it states must agree (a seconds figure says s, ...)."""
+    suffix_unit = {"_s": "s", "_gib": "GiB", "_per_token": "FLOP per real token"}
+    for name, field in TrainMetrics.model_fields.items():
+        assert field.description, name
+        for suffix, unit in suffix_unit.items():
+            if name.endswith(suffix) and not name.startswith("tokens_per_s") and "tflops" not in name:
+                assert field.description.startswith(unit), (name, field.description)
+        if "tokens_per_s" in name:
+            assert "tokens/s" in field.description, name
+    fractions = ("mfu", "hfu", "padding_efficiency")
+    assert all(TrainMetrics.model_fields[n].description.startswith("fraction") for n in fractions)
+
+
+def test_a_training_record_keeps_every_figure_the_metrics_compute(tmp_path):
+    """Every figure harness.metrics computes has a field, and every field is filled by it
+    (an extra key would be refused; a missing one would stay absent)."""
+    record = make_record([1.0, 1.1, 0.9])
+    assert set(record["metrics"]) <= set(TrainMetrics.model_fields)
+    loaded = as_record(record)
+    assert loaded.metrics.model_dump(exclude_unset=True).keys() == record["metrics"].keys()

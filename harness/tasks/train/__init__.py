@@ -19,59 +19,13 @@ from harness import hosts
 from harness import metrics as metric_fns
 from harness import plan as plans
 from harness.gate_metrics import GateMetric, measured_steps
-from harness.result import FROZEN, Price, RunRecord, Stats
+from harness.result import FROZEN, Price, RunRecord
 from harness.tasks.base import Column, Task, TaskSection, fmt
+from harness.tasks.train.figures import TrainMetrics
 from harness.tasks.train.spec import TraceSpec, TrainSpec
 
 
 # ------------------------------------------------------------------ the record's figures
-class TrainMetrics(BaseModel):
-    """A training run's figures (harness.metrics.training_metrics; docs: metrics.md)."""
-
-    model_config = FROZEN
-    step_time_s: Stats | None = None
-    steady_state: str | None = None
-    warmup_time_s: float
-    compile_time_s: float
-    num_compiles: int
-    num_recompiles: int
-    recompile_steps: int
-    recompile_steps_time_s: float
-    num_setup_compiles: int
-    compile_cache: Any = None
-    tokens_per_s_real: float | None = None
-    tokens_per_s_padded: float | None = None
-    tokens_per_s_real_per_chip: float | None = None
-    tokens_per_s_padded_per_chip: float | None = None
-    tokens_per_s_real_effective: float | None = None
-    tokens_per_s_padded_effective: float | None = None
-    padding_efficiency: float | None = None
-    window_tokens_per_s_real: float | None = None
-    window_tokens_per_s_padded: float | None = None
-    model_flops_per_token: float | None = None
-    hardware_flops_per_token: float | None = None
-    model_tflops_per_s: float | None = None
-    mfu: float | None = None
-    hfu: float | None = None
-    # Why MFU (HFU) is withheld where it computed above 1 (timings not device-synchronised).
-    mfu_invalid: str | None = None
-    hfu_invalid: str | None = None
-    mfu_convention: str
-    hfu_convention: str
-    peak_flops_per_chip: float | None = None
-    peak_memory_gib: float | None = None
-    peak_memory_kind: str | None = None
-    measured_steps: int
-    measured_time_s: float
-    steady_time_s: float | None = None
-    tokens_real: int
-    tokens_padded: int
-    setup_time_s: float | None = None
-    run_time_s: float | None = None
-    loss_first: float | None = None
-    loss_last: float | None = None
-
-
 class TrainCost(BaseModel):
     model_config = FROZEN
     usd_run: float | None = None
