@@ -99,6 +99,10 @@ def training_cost(metrics: dict[str, Any], chips: int, price: Price | None) -> d
         "usd_per_1m_tokens_real_effective": usd(chips, 1e6 / metrics["tokens_per_s_real_effective"], price)
         if metrics.get("tokens_per_s_real_effective")
         else None,
+        # Over the unsynced window (one device sync at its end): what a fine-tune pays.
+        "usd_per_1m_tokens_real_window": usd(chips, 1e6 / metrics["window_tokens_per_s_real"], price)
+        if metrics.get("window_tokens_per_s_real")
+        else None,
         "chips": chips,
         "price": price.to_json(),
     }

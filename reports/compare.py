@@ -3,10 +3,13 @@ every other factor fixed (reports/factors.py says which rows qualify), with how 
 each ratio is (reports/stats.py), in sentences.
 
 Conventions, stated on the report:
-- faster = real tokens/s of the whole system (all chips), median over runs; steady state
-  (measured steps that compiled nothing). Where a run has no steady state (every measured
-  step compiled), both sides use effective tokens/s (every measured step, compiles
-  included) and the sentence says so.
+- faster = real tokens/s of the whole system (all chips), median over runs. Where every
+  run on both sides has an unsynced window (train.window_steps: steps run back to back
+  with one device sync at the end, as a real fine-tune runs), its throughput: what a job
+  gets, and the sentence says "over the unsynced window". Otherwise steady state
+  (measured steps that compiled nothing, each synchronised). Where a run has no steady
+  state (every measured step compiled), both sides use effective tokens/s (every
+  measured step, compiles included) and the sentence says so.
 - cheaper = $ per 1M real tokens at the price each record was billed at, same basis.
 - with recompiles included: the effective ratio, given when either side recompiled
   after warm-up.
@@ -22,8 +25,14 @@ from harness.result import RunRecord
 from reports.factors import ACCELERATOR, BACKEND, OWNED_BY_ACCELERATOR, PRECISION, UNSET, comparable, level_text
 from reports.stats import Ratio, noise_words, ratio_of_medians, ratio_sentence
 
+WINDOW = ("window_tokens_per_s_real", "usd_per_1m_tokens_real_window")
 STEADY = ("tokens_per_s_real", "usd_per_1m_tokens_real")
 EFFECTIVE = ("tokens_per_s_real_effective", "usd_per_1m_tokens_real_effective")
+BASIS_KEYS = {"window": WINDOW, "steady": STEADY, "effective": EFFECTIVE}
+# How each basis is said after a speed ratio ("" for steady: said only beside a
+# with-recompiles ratio) and after a cost ratio.
+SPEED_WORDS = {"window": "over the unsynced window", "effective": "with compiles included"}
+COST_WORDS = {"window": "unsynced window", "steady": "steady state", "effective": "every measured step"}
 
 
 def _metric(record: RunRecord, key: str) -> float | None:
@@ -63,17 +72,13 @@ class Comparison:
     def speed_words(self) -> str | None:
         if self.speed is None:
             return None
-        what = (
-            "with compiles included"
-            if self.basis != "steady"
-            else ("in steady state" if self.with_recompiles is not None else "")
-        )
+        what = SPEED_WORDS.get(self.basis) or ("in steady state" if self.with_recompiles is not None else "")
         return ratio_sentence(self.speed, "faster", "slower", what, "speed" + (f" {what}" if what else ""))
 
     def cost_words(self) -> str | None:
         if self.cost is None:
             return None
-        basis = "steady state" if self.basis == "steady" else "every measured step"
+        basis = COST_WORDS[self.basis]
         return ratio_sentence(
             self.cost, "cheaper", "dearer", f"per 1M real tokens ({basis})", f"cost per 1M real tokens ({basis})"
         )
@@ -111,11 +116,19 @@ def recompile_words(a, b) -> str:
     return f"recompiles after warm-up {side(a)} vs {side(b)}"
 
 
+def _basis(records: list[RunRecord], missing: list) -> str:
+    """The unsynced window where every run has one (and its $, where priced: a record
+    written before that $ existed has none), else steady state, else effective."""
+    if all(_metric(r, WINDOW[0]) is not None and (r.cost is None or _cost(r, WINDOW[1])) for r in records):
+        return "window"
+    return "effective" if missing else "steady"
+
+
 def compare_rows(a, b, factor: str, a_level: str, b_level: str, context: str) -> Comparison:
     """Row a against row b (the reference)."""
     missing = [(row, n) for row in (a, b) for n in [lacks_steady_state(row.records)] if n]
-    basis = "effective" if missing else "steady"
-    speed_key, cost_key = EFFECTIVE if missing else STEADY
+    basis = _basis(a.records + b.records, missing)
+    speed_key, cost_key = BASIS_KEYS[basis]
     speed = ratio_of_medians([_metric(r, speed_key) for r in a.records], [_metric(r, speed_key) for r in b.records])
     cost = ratio_of_medians([_cost(r, cost_key) for r in b.records], [_cost(r, cost_key) for r in a.records])
     recompiled = any((_metric(r, "num_recompiles") or 0) > 0 for r in a.records + b.records)
@@ -214,7 +227,7 @@ def w3_sentence(c: Comparison, extra) -> str:
     cheaper per 1M real tokens (...); train + serve ...; TTFT ...`: the faster side
     first. `extra(first_row, second_row)` adds the workload and TTFT clauses."""
     first, second, first_level, second_level, speed, cost = oriented(c)
-    what = "" if c.basis == "steady" else "with compiles included"
+    what = SPEED_WORDS.get(c.basis, "")
     parts = []
     if speed is not None:
         parts.append(ratio_sentence(speed, "faster", "slower", what, "speed" + (f" {what}" if what else "")))

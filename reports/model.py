@@ -197,8 +197,10 @@ CONVENTIONS = [
     "Comparisons: each factor (accelerator with chip count, backend, matrix keys, precision) against the baseline's "
     "level, every other factor held fixed; an accelerator comparison carries the backend along only when neither "
     "backend ran on the other's accelerator (both are named).",
-    "faster: real tokens/s of the whole system, steady state (measured steps that compiled nothing); where a run "
-    "has no steady state, effective tokens/s (every measured step, compiles included) on both sides, said so. "
+    "faster: real tokens/s of the whole system over the unsynced window (steps run back to back with one device "
+    "sync at the end, as a fine-tune runs: what a job gets) where every run on both sides has one, said so; else "
+    "steady state (measured steps that compiled nothing, each synchronised); where a run has no steady state, "
+    "effective tokens/s (every measured step, compiles included) on both sides, said so. "
     "cheaper: $ per 1M real tokens at the prices the records were billed at, on the same basis.",
     "Intervals: " + stats.METHOD + ". 'not distinguishable' when the interval contains 1.",
 ]

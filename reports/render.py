@@ -338,6 +338,7 @@ def _flat(record: RunRecord) -> dict[str, Any]:
                 "usd_steady_state",
                 "usd_per_1m_tokens_real",
                 "usd_per_1m_tokens_real_effective",
+                "usd_per_1m_tokens_real_window",
             )
         }
     )

@@ -60,10 +60,12 @@ def make_record(
     profile=None,
     started_at="2026-11-25T00:00:00+00:00",
     usd_per_chip_hour=None,
+    window_s=None,
 ) -> dict:
     """`cell` (matrix values by dotted key) defaults to what `variant` names
     (`padding=dynamic` -> sequence.padding); `overrides` are --set values; both land in
-    the resolved scenario, as a real run's do. `usd_per_chip_hour` bills at a custom price."""
+    the resolved scenario, as a real run's do. `usd_per_chip_hour` bills at a custom price. `window_s`: an unsynced window of 4 steps of
+    `tokens` real tokens taking that many seconds in all."""
     cell = _cell(variant) if cell is None else dict(cell)
     if cell and variant == "default":
         variant = ",".join(f"{k.split('.')[-1]}={v}" for k, v in cell.items())
@@ -91,7 +93,7 @@ def make_record(
         for i, t in enumerate(all_times)
     ]
     raw = {
-        "loop": {"steps": steps, "window": None, "setup_compiles": 0},
+        "loop": {"steps": steps, "window": _window(window_s, tokens, padded), "setup_compiles": 0},
         "model": MODEL,
         "memory": {"peak_bytes": 2 * 1024**3, "kind": "cpu_peak_rss"},
         "setup_s": 1.0,
@@ -184,3 +186,9 @@ def clone(record: dict, **changes) -> dict:
     out = copy.deepcopy(record)
     out.update(changes)
     return out
+
+
+def _window(time_s, tokens, padded) -> dict | None:
+    if time_s is None:
+        return None
+    return {"num_steps": 4, "time_s": time_s, "tokens_real": 4 * tokens, "tokens_padded": 4 * padded, "num_compiles": 0}

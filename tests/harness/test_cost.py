@@ -303,6 +303,7 @@ def test_training_cost_every_figure_by_hand():
         "measured_time_s": 2000.0,
         "tokens_per_s_real": 500.0,
         "tokens_per_s_real_effective": 400.0,
+        "window_tokens_per_s_real": 600.0,
     }
     price = Price("h100-sxm", 3.0, "on_demand", "src", "2026-11")
     cost = training_cost(figures, 2, price)
@@ -314,6 +315,7 @@ def test_training_cost_every_figure_by_hand():
             "usd_steady_state": 2 * 0.5 * 3.0,
             "usd_per_1m_tokens_real": 2 * (1e6 / 500 / 3600) * 3.0,
             "usd_per_1m_tokens_real_effective": 2 * (1e6 / 400 / 3600) * 3.0,
+            "usd_per_1m_tokens_real_window": 2 * (1e6 / 600 / 3600) * 3.0,
         },
         rel=1e-12,
     )
@@ -325,10 +327,13 @@ def test_training_cost_every_figure_by_hand():
         "date": "2026-11",
     }
     older = {k: v for k, v in figures.items() if k != "steady_time_s"}  # a record from before steady_time_s
-    older.update(setup_time_s=None, tokens_per_s_real=None, tokens_per_s_real_effective=0.0)
+    older.update(
+        setup_time_s=None, tokens_per_s_real=None, tokens_per_s_real_effective=0.0, window_tokens_per_s_real=None
+    )
     cost = training_cost(older, 2, price)
     assert cost["usd_steady_state"] == pytest.approx(2 * 2000 / 3600 * 3.0) and cost["usd_setup"] == 0.0
     assert cost["usd_per_1m_tokens_real"] is None and cost["usd_per_1m_tokens_real_effective"] is None
+    assert cost["usd_per_1m_tokens_real_window"] is None  # no window run
 
 
 def test_serving_cost_by_hand():

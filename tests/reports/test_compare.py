@@ -467,3 +467,37 @@ def test_why_not_picks_the_closest_pair_and_words_each_case():
     option = "backend_options.xla-fsdpv2.spmd"
     swept = [_row(make_record([0.5] * 3, cell={option: v}, overrides={"seed": v}, **XLA)) for v in (1, 2)]
     assert _why_not(swept, option).startswith("spmd: spmd=1, spmd=2 not compared")
+
+
+def test_with_a_window_on_every_run_both_sides_use_it_and_say_so():
+    """a: a window of 4 x 1000 real tokens in 0.4 s (10,000 tok/s), b: in 1.0 s (4,000):
+    2.5x faster and, at one price, 2.5x cheaper over the unsynced window, whatever the
+    synchronised steps say (a's are the slower here)."""
+    a = _row(make_record([0.6] * 3, variant="padding=dynamic", window_s=0.4, **XLA))
+    b = _row(make_record([0.5] * 3, variant="padding=static", window_s=1.0, **XLA))
+    c = _padding(a, b)
+    speedup = (4000 / 0.4) / (4000 / 1.0)
+    # $/1M real tokens at the window's tokens/s, by hand: 4 chips x $4.00 per chip-hour.
+    usd = {side: 4 * 4.0 * (1e6 / (4000 / t)) / 3600 for side, t in (("a", 0.4), ("b", 1.0))}
+    assert a.records[0].cost.usd_per_1m_tokens_real_window == pytest.approx(usd["a"])
+    assert c.basis == "window" and c.speed.value == pytest.approx(speedup)
+    assert c.cost.value == pytest.approx(usd["b"] / usd["a"])
+    assert c.sentence == (
+        f"padding=dynamic vs padding=static (v5p-8): {speedup:.2f}x faster over the unsynced window; "
+        f"{speedup:.2f}x cheaper per 1M real tokens (unsynced window); recompiles after warm-up 0 vs 0; {NOISE}"
+    )
+    assert (
+        compare_module()
+        .w3_sentence(c, lambda first, second: [])
+        .startswith(
+            f"padding=dynamic vs padding=static (v5p-8): {speedup:.2f}x faster over the unsynced window and "
+            f"{speedup:.2f}x cheaper per 1M real tokens"
+        )
+    )
+
+
+def test_a_window_on_one_side_only_leaves_both_on_steady_state():
+    a = _row(make_record([0.25] * 3, variant="padding=dynamic", window_s=0.4, **XLA))
+    b = _row(make_record([0.5] * 3, variant="padding=static", **XLA))
+    c = _padding(a, b)
+    assert c.basis == "steady" and c.speed.value == pytest.approx(2.0)

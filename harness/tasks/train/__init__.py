@@ -34,11 +34,15 @@ class TrainCost(BaseModel):
     usd_steady_state: float | None = None
     usd_per_1m_tokens_real: float | None = None
     usd_per_1m_tokens_real_effective: float | None = None
+    usd_per_1m_tokens_real_window: float | None = None  # at the unsynced window's tokens/s
     chips: int
     price: Price
 
 
 REPORT_COLUMNS: list[Column] = [
+    # The headline: the unsynced window (one device sync at its end), what a job gets.
+    Column("metrics.window_tokens_per_s_real", "tok/s real (window, 1 sync)", ".4g"),
+    Column("cost.usd_per_1m_tokens_real_window", "$/1M real tok (window)", ".4g"),
     Column("metrics.step_time_s.median", "step median (s)", ".4g"),
     Column("metrics.step_time_s.p90", "step p90 (s)", ".4g"),
     Column("metrics.compile_time_s", "compile (s)", ".3g", compiles=True),
