@@ -171,6 +171,11 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
 
         return JaxCapture(directory)
 
+    def host_sync_counter(self):
+        from backends.jax_common.syncs import JaxHostSyncCounter
+
+        return JaxHostSyncCounter()
+
     def sync(self) -> None:
         """Block until the device has produced every output issued so far: the trainable
         weights, the optimizer state and the last loss."""
@@ -222,6 +227,14 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
                 {jax_common.dtype_name(a.dtype) for a in jax.tree.leaves(state) if hasattr(a, "dtype") and a.ndim > 0}
             )
         )
+
+    def execution(self) -> dict[str, Any]:
+        """Execution choices beyond the plan (trainer.py says why each)."""
+        return {
+            "trainer": "tunix PeftTrainer",
+            "trainer_metrics": "written when the trainer closes (no per-step host reads)",
+            "max_inflight_steps": self.options.max_inflight_steps,
+        }
 
     def extra_facts(self) -> dict[str, Any]:
         from backends.jax_tunix.model import sharding_facts
@@ -284,6 +297,9 @@ class TrainerFeed:
         self.open_step: tuple[int, Any, int] | None = None  # (index, begun, first loss index)
         self.window_begun: tuple[float, int, int] | None = None
         self.window: WindowSample | None = None
+        # Host waits from a step's start to its end (the trainer's work between our data
+        # hooks included), the timing's own sync excluded: counted as the loop counts them.
+        self.syncs = backend.host_sync_counter()
 
     def next_micro_batch(self):
         at_boundary = self.position == len(self.queue) or self.queue[self.position][0] != self._current_step()
@@ -304,19 +320,25 @@ class TrainerFeed:
         if self.open_step is not None:
             index, begun, first = self.open_step
             dispatched = trainer.dispatched_at[-1] - begun[0]
-            self.recorder.end(begun, self.batches[index], trainer.micro_losses[first:])
+            self.syncs.active = False
+            sample = self.recorder.end(begun, self.batches[index], trainer.micro_losses[first:])
+            sample.host_syncs = self.syncs.take()
             self.backend.dispatch_s.append(dispatched)
             self.open_step = None
         next_index = self.queue[self.position][0] if self.position < len(self.queue) else len(self.batches)
         if next_index < self.measured:
             self.open_step = (next_index, self.recorder.begin(), len(trainer.micro_losses))
+            self.syncs.active = True
         elif next_index == self.measured and self.window_begun is None and self.measured < len(self.batches):
             self.backend.sync()
             self.window_begun = (time.perf_counter(), self.backend.compile_stats().count, len(trainer.micro_losses))
+            self.syncs.active = True
         elif next_index == len(self.batches) and self.window_begun is not None:
             self._end_window()
 
     def _end_window(self) -> None:
+        self.syncs.active = False
+        host_syncs = self.syncs.take()
         self.backend.sync()
         start, compiles, first = self.window_begun
         elapsed = time.perf_counter() - start
@@ -332,6 +354,7 @@ class TrainerFeed:
             num_compiles=self.backend.compile_stats().count - compiles,
             losses=[self.backend.loss_value(losses[i : i + per_step]) for i in range(0, len(losses), per_step)],
             done=done,
+            host_syncs=host_syncs,
         )
 
     def result(self) -> LoopResult:

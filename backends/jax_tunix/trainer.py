@@ -107,6 +107,7 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
         super().__init__(*args, **kwargs)
         self.micro_losses: list[Any] = []
         self.dispatched_at: list[float] = []
+        self.deferred_metrics: list[Any] = []  # Tunix's per-step metrics, written after the run
         self.seen: dict[str, Any] = {}  # what tracing the step saw: the logits' dtype
         self.with_loss_fn(step_loss_fn(compute_dtype, self.seen), has_aux=True)
         self.with_gen_model_input_fn(model_input)
@@ -114,6 +115,24 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
     def _post_process_train_step(self, aux: Any) -> None:
         self.dispatched_at.append(time.perf_counter())
         self.micro_losses.append(aux)
+
+    def _write_train_metrics(self) -> None:
+        """Tunix writes the previous step's metrics (loss, perplexity, lr, grad norm) at
+        each optimizer step, reading them to the host: four device reads a step, and the
+        host cannot run more than a step ahead of the device. Kept instead, and written
+        when the trainer closes, after the run's steps: the same losses and grad norms
+        (the lr Tunix logs beside them is read then: bench's record reads each step's)."""
+        if self._buffered_train_metrics is not None:
+            self._buffered_train_metrics.step += 1  # as Tunix numbers a written step
+            self.deferred_metrics.append(self._buffered_train_metrics)
+        self._buffered_train_metrics = None
+
+    def close(self) -> None:
+        self._write_train_metrics()  # the last step's
+        for buffered in self.deferred_metrics:
+            self._write_metrics(buffered)
+        self.deferred_metrics = []
+        super().close()
 
 
 def new_trainer(

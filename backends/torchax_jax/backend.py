@@ -240,6 +240,11 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         return JaxCapture(directory)
 
+    def host_sync_counter(self):
+        from backends.jax_common.syncs import JaxHostSyncCounter
+
+        return JaxHostSyncCounter()
+
     def sync(self) -> None:
         import jax
 

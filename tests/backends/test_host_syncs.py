@@ -1,5 +1,7 @@
-"""The host-sync counter (backends/torch_common/syncs.py): it sees what makes a host
-wait on an accelerator, and nothing outside its block."""
+"""The host-sync counters (backends/torch_common/syncs.py, backends/jax_common/syncs.py):
+each sees what makes a host wait on an accelerator, and nothing outside its block. That
+every backend's measured steps wait at most once is asserted on real runs in
+tests/backends/test_parity.py."""
 
 from __future__ import annotations
 
@@ -33,3 +35,43 @@ def test_an_optimizers_host_side_step_counter_is_no_sync():
         model(torch.ones(2, 4)).sum().backward()
         optimizer.step()
     assert counter.take() == 0
+
+
+def test_the_jax_counter_counts_each_host_read_and_wait_and_no_device_work():
+    jax = pytest.importorskip("jax")
+    import numpy as np
+
+    from backends.jax_common.syncs import JaxHostSyncCounter
+
+    jnp = jax.numpy
+    counter = JaxHostSyncCounter()
+    x = jnp.ones(3) * 2
+    float(x[0])  # outside: not counted
+    reads = [
+        lambda: float(x[0]),
+        lambda: int(x.sum()),
+        lambda: bool(x.sum() > 0),
+        lambda: x.sum().item(),  # item() reads through np.asarray: one read, not two
+        lambda: x.tolist(),
+        lambda: np.asarray(x),  # numpy's buffer protocol on the CPU, past jax.Array's own paths
+        lambda: np.array(x),
+        lambda: jax.device_get(x),
+    ]
+    for read in reads:
+        with counter.counting():
+            read()
+        assert counter.take() == 1, read
+    # A wait counts when it finds work still running (a 3000^3 matmul just dispatched),
+    # not when everything is done already (no device round trip).
+    big = jnp.ones((3000, 3000))
+    for wait in (lambda a: a.block_until_ready(), lambda a: jax.block_until_ready((x, a))):
+        running = big @ big
+        with counter.counting():
+            wait(running)  # a tree of arrays: one wait
+            wait(running)  # done now: returns at once
+        assert counter.take() == 1, wait
+    with counter.counting():
+        y = jax.jit(lambda a: a * 3)(x) + x  # dispatched device work: no wait
+        np.asarray([1.0, 2.0])  # numpy of host data: no wait
+    assert counter.take() == 0
+    assert y.shape == (3,)

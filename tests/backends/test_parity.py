@@ -120,6 +120,15 @@ def test_devices_did_distinct_work(records):
         assert record["plan"]["data_parallel"] == shards[label]
 
 
+def test_no_backend_makes_the_host_wait_inside_a_measured_step(records):
+    """At most one device sync per optimizer step, the one timing needs (outside the
+    counted block): every backend counts its host waits (.item(), a loss read, a
+    blocking copy, block_until_ready, np.asarray of a device array) and counts none."""
+    for label, record in records.items():
+        counts = [s["host_syncs"] for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure"]
+        assert counts == [0] * len(counts) and counts, (label, counts)
+
+
 def test_pytorch_model_backends_match_the_torch_backends_losses(records):
     expected = steps(records["torch"], "loss")
     for label, record in records.items():
