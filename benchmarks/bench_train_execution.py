@@ -1,18 +1,19 @@
-"""How the PyTorch backends execute a training step on the CPU: host syncs per step,
-graph breaks of the compiled step, and the loss kernels' peak memory.
+"""How the backends execute a training step on the CPU: host syncs per step, graph
+breaks of the compiled step, and the loss kernels' peak memory.
 
 Three questions a GPU run answers with the device's own tools (sync debug mode, a trace)
-and the CPU answers by counting (backends/torch_common/syncs.py):
+and the CPU answers by counting (backends/torch_common/syncs.py, backends/jax_common/syncs.py):
 - host syncs inside each step (the timing sync excluded): 0 is the target everywhere;
 - graph breaks of the torch backend's compiled step (model + chunked loss): 0 on Gemma 3;
 - peak memory the loss adds at Gemma 3's vocabulary (262,144) x 512 tokens x 4 rows:
   plain cross-entropy on full fp32 logits against the chunked kernel.
 
-    python benchmarks/bench_train_execution.py [--skip-memory]
+    python benchmarks/bench_train_execution.py [--skip-memory] [--only TEXT]
 
-Runs the tiny scenario through the real CLI on each backend (xla-fsdpv2 where
-BENCH_PYTHON_XLA_FSDPV2 names its interpreter), then the memory probe in a fresh
-process. Prints a table, then one JSON document.
+Runs the tiny scenario through the real CLI on each backend (xla-fsdpv2 and jax-tunix
+where BENCH_PYTHON_XLA_FSDPV2 / BENCH_PYTHON_JAX_TUNIX name their interpreters; `--only`
+keeps the runs whose label contains TEXT), then the memory probe in a fresh process.
+Prints a table, then one JSON document.
 """
 
 from __future__ import annotations
@@ -40,7 +41,20 @@ RUNS = {
     ],
     "gpu-fsdp 2 ranks (gloo)": ["--backend", "gpu-fsdp", "--set", "parallel.devices=2"],
     "xla-fsdpv2 4 devices": ["--backend", "xla-fsdpv2", "--set", "parallel.devices=4", "--set", "train.micro_batch=1"],
+    "torchax 4 devices": ["--backend", "torchax", "--set", "parallel.devices=4", "--set", "train.micro_batch=1"],
+    "jax-tunix 4 devices": [
+        "--backend",
+        "jax-tunix",
+        "--set",
+        "parallel.devices=4",
+        "--set",
+        "train.micro_batch=1",
+        "--set",
+        "train.lora.target_modules=[q_proj,o_proj,gate_proj,up_proj,down_proj]",
+    ],
 }
+# Backends that run in their own environment: skipped where it is not named.
+OWN_PYTHON = {"xla-fsdpv2": "BENCH_PYTHON_XLA_FSDPV2", "jax-tunix": "BENCH_PYTHON_JAX_TUNIX"}
 SHORT = ["--set", "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.window_steps=2"]
 
 PEAK = textwrap.dedent(
@@ -86,8 +100,9 @@ def loss_peaks() -> dict:
 
 def run_facts(label: str, args: list[str], out: Path) -> dict:
     """One short tiny run; its host syncs per step and compile facts from the record."""
-    if "xla-fsdpv2" in args and not os.environ.get("BENCH_PYTHON_XLA_FSDPV2"):
-        return {"run": label, "skipped": "BENCH_PYTHON_XLA_FSDPV2 is not set"}
+    for backend, variable in OWN_PYTHON.items():
+        if backend in args and not os.environ.get(variable):
+            return {"run": label, "skipped": f"{variable} is not set"}
     command = [sys.executable, "-m", "harness.cli", "run", "scenarios/tiny.yaml", "--no-progress"]
     done = subprocess.run(
         [*command, "--results-dir", str(out), *args, *SHORT], capture_output=True, text=True, cwd=ROOT
@@ -110,9 +125,11 @@ def run_facts(label: str, args: list[str], out: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-memory", action="store_true", help="skip the loss-kernel memory probe (~2 min)")
+    parser.add_argument("--only", default="", help="run only the runs whose label contains this text")
     args = parser.parse_args()
+    chosen = [(label, a) for label, a in RUNS.items() if args.only in label]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [run_facts(label, a, Path(tmp) / str(i)) for i, (label, a) in enumerate(RUNS.items())]
+        runs = [run_facts(label, a, Path(tmp) / str(i)) for i, (label, a) in enumerate(chosen)]
     print(f"{'run':30} {'syncs/step':>10} {'window':>7} {'breaks':>7} {'loss':>8} {'micro':>6}")
     for r in runs:
         if "host_syncs_per_step_max" not in r:
