@@ -5,10 +5,13 @@ no ML framework, so a run costs a Python start, not a torch import and a model b
 
 `echo_env` registers it the way an installed plug-in is registered: a `bench.tasks`
 entry point in a dist-info folder on PYTHONPATH (importlib.metadata reads it, in the
-`bench` process; the runner hands the task's target to its workers). `faulty_echo`
-is the same task with harness.faults applied, so the fault tests need no framework
+`bench` process; the runner hands the task's target to its workers). The task here is
+tests/echo_task.py's with harness.faults applied, so the fault tests need no framework
 either: `at: setup` faults fire before it echoes, `at: step` faults around each echoed
-word (the same Faults.wrap_step a step-driven backend calls)."""
+word (the same Faults.wrap_step a step-driven backend calls); without BENCH_FAULTS it is
+the echo task. The same folder declares the backend `echo-cpu` (`bench.backends`): its
+probe answers "this CPU" without importing a framework, where torch's imports PyTorch
+(seconds, in every `bench run`). It runs nothing itself: the echo task's worker works."""
 
 from __future__ import annotations
 
@@ -19,9 +22,11 @@ from typing import Any
 from echo_task import TASK as ECHO
 from echo_task import EchoTask
 
+from harness.backend import BackendInfo, BackendOptions, Probe
+
 TESTS = Path(__file__).resolve().parent
 
-# A scenario the echo task runs on torch's CPU path; `echo.words` is the axis a test
+# A scenario the echo task runs (on `--backend echo-cpu`); `echo.words` is the axis a test
 # varies (as train.seed is for training runs). Nine words; echo.words of them echoed.
 ECHO_SCENARIO = (
     "name: echo\n"
@@ -53,12 +58,32 @@ TASK = FaultyEchoTask(
 )
 
 
+class EchoBackend:
+    """What a worker loads for `bench run --backend echo-cpu`: a probe, nothing to set up
+    (the echo task never asks its backend for a step)."""
+
+    @classmethod
+    def probe(cls) -> Probe:
+        return Probe(True, device_kind="cpu", device_name="echo cpu", device_count=1)
+
+
+BACKEND_INFO = BackendInfo(
+    name="echo-cpu",
+    summary="the echo task's stand-in backend: this CPU, no framework (tests only)",
+    requires=(),
+    install="tests/echo_cli.py",
+    options=BackendOptions,
+    load=lambda: EchoBackend,
+)
+
+
 def echo_env(directory: Path) -> dict[str, str]:
-    """Environment for `conftest.bench` that makes `tasks: [echo]` known in the `bench`
-    process and its workers (the faulty variant: without BENCH_FAULTS it is the echo task)."""
+    """Environment for `conftest.bench` that makes `tasks: [echo]` and `--backend echo-cpu`
+    known in the `bench` process and its workers."""
     dist = Path(directory) / "bench_echo_task-0.dist-info"
     dist.mkdir(parents=True, exist_ok=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-echo-task\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text("[bench.tasks]\necho = echo_cli:TASK\n")
+    plugins = "[bench.tasks]\necho = echo_cli:TASK\n\n[bench.backends]\necho-cpu = echo_cli:BACKEND_INFO\n"
+    (dist / "entry_points.txt").write_text(plugins)
     path = [str(directory), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {"PYTHONPATH": os.pathsep.join(path)}

@@ -20,9 +20,9 @@ from conftest import ROOT, bench, records_in, write_scenario
 pytestmark = pytest.mark.slow
 
 # These tests are about the runner's mechanics (failures as records, resume, signals,
-# interpreters), not a backend's figures: their runs are the echo task's (tests/echo_cli.py),
-# a worker that imports no framework, on torch's CPU path (named, so one backend is probed).
-ECHO = ["--backend", "torch", "--no-progress"]
+# interpreters), not a backend's figures: their runs are the echo task's on the echo-cpu
+# backend (tests/echo_cli.py), whose probe and worker import no framework.
+ECHO = ["--backend", "echo-cpu", "--no-progress"]
 
 
 def _kill_when_pid_file_appears(pid_file: Path, stop_after_s: float = 300) -> threading.Thread:
@@ -160,7 +160,7 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
         "--set",
         "echo.words=1",
         "--python",
-        f"torch={wrapper}",
+        f"echo-cpu={wrapper}",
         env=env,
     )
     assert done.returncode == 0, done.stderr
@@ -175,7 +175,7 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
         *ECHO,
         "--set",
         "echo.words=2",
-        env={**env, "BENCH_PYTHON_TORCH": str(wrapper)},
+        env={**env, "BENCH_PYTHON_ECHO_CPU": str(wrapper)},
     )
     assert via_env.returncode == 0 and marker.read_text().count("harness.worker run") >= 2
 
