@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from echo_cli import ECHO_SCENARIO, echo_env
 from rich.console import Console
 
 from harness import tasks
@@ -72,8 +73,11 @@ def test_a_record_that_cannot_be_written_is_saved_somewhere_safe_and_says_where(
     """The results directory passes the pre-flight, then refuses the write at the end
     (as a full disk, or a directory made read-only during the run, would): the record
     goes to ./bench-rescued-records and one line says so. `--timeout 1` makes the run
-    a quick timeout: its record matters as much as any."""
+    a quick timeout: its record matters as much as any. The run is the echo task's, hung
+    by a fault, on the echo-cpu backend (tests/echo_cli.py): no framework is imported."""
     results = tmp_path / "results"
+    path = write_scenario(tmp_path, ECHO_SCENARIO)
+    hang = [{"at": "setup", "action": "hang"}]
     script = (
         "import sys\n"
         "import harness.runner as runner\n"
@@ -86,7 +90,8 @@ def test_a_record_that_cannot_be_written_is_saved_somewhere_safe_and_says_where(
         "runner.write_record = refuse\n"
         "sys.exit(main(sys.argv[2:]))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    plugins = echo_env(tmp_path / "plugin")["PYTHONPATH"]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{plugins}", "BENCH_FAULTS": json.dumps(hang)}
     done = subprocess.run(
         [
             sys.executable,
@@ -94,14 +99,14 @@ def test_a_record_that_cannot_be_written_is_saved_somewhere_safe_and_says_where(
             script,
             str(results),
             "run",
-            str(ROOT / "scenarios" / "tiny.yaml"),
+            str(path),
             "--backend",
-            "torch",
+            "echo-cpu",
             "--results-dir",
             str(results),
             "--timeout",
             "1",
-            *FAST,
+            "--no-progress",
         ],
         capture_output=True,
         text=True,

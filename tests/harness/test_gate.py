@@ -102,7 +102,10 @@ def test_a_malformed_budgets_file_exits_2_naming_file_and_field(tmp_path, text, 
 def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
     """A sleep injected into every step (test-only hook) against an unslowed baseline."""
     path = str(write_scenario(tmp_path, TINY))
-    common = ["--no-progress", "--set", "train.steps=10", "--set", "train.window_steps=0"]
+    # Five measured steps a run (one warm-up): fully apart, 5 against 5 is p = 0.004 in the
+    # noise test (alpha 0.05), still under 0.05 with two steps overlapping; one backend probed.
+    steps = ["--set", "train.steps=6", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0"]
+    common = ["--backend", "torch", "--no-progress", *steps]
     base_dir, slow_dir = tmp_path / "base", tmp_path / "slow"
     assert bench("run", path, "--results-dir", str(base_dir), *common).returncode == 0
     median = records_in(base_dir)[0]["metrics"]["step_time_s"]["median"]

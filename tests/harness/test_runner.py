@@ -13,12 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
+from echo_cli import ECHO_SCENARIO, echo_env
 
-from conftest import ROOT, TINY, bench, records_in, write_scenario
+from conftest import ROOT, bench, records_in, write_scenario
 
 pytestmark = pytest.mark.slow
 
-SHORT = ["--no-progress", "--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0"]
+# These tests are about the runner's mechanics (failures as records, resume, signals,
+# interpreters), not a backend's figures: their runs are the echo task's on the echo-cpu
+# backend (tests/echo_cli.py), whose probe and worker import no framework.
+ECHO = ["--backend", "echo-cpu", "--no-progress"]
 
 
 def _kill_when_pid_file_appears(pid_file: Path, stop_after_s: float = 300) -> threading.Thread:
@@ -35,27 +39,48 @@ def _kill_when_pid_file_appears(pid_file: Path, stop_after_s: float = 300) -> th
     return thread
 
 
+def _pid_from(pid_file: Path, within_s: float = 120) -> int:
+    deadline = time.time() + within_s
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.1)
+    return int(pid_file.read_text())
+
+
+def _gone(pid: int, within_s: float = 30) -> bool:
+    """Whether process `pid` ended (or is a zombie nobody reaped yet) within the time."""
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_one_raises_one_times_out_one_is_killed_and_the_sweep_goes_on(tmp_path, results):
+    # The matrix varies the time limit and the faults pick their runs by it: the run that
+    # hangs waits 3 s for its limit, while the others have a minute on a busy machine.
     pid_file = tmp_path / "victim.pid"
     faults = [
-        {"match": {"train.seed": 1}, "at": "step", "step": 1, "action": "raise"},
-        {"match": {"train.seed": 2}, "at": "setup", "action": "hang"},
-        {"match": {"train.seed": 3}, "at": "setup", "action": "hang", "pid_file": str(pid_file)},
+        {"match": {"run_timeout_s": 61}, "at": "step", "step": 1, "action": "raise"},
+        {"match": {"run_timeout_s": 3}, "at": "setup", "action": "hang"},
+        {"match": {"run_timeout_s": 62}, "at": "setup", "action": "hang", "pid_file": str(pid_file)},
     ]
-    path = write_scenario(
-        tmp_path, TINY.replace("run_timeout_s: 300", "run_timeout_s: 30") + "matrix:\n  train.seed: [0, 1, 2, 3]\n"
-    )
+    path = write_scenario(tmp_path, ECHO_SCENARIO + "matrix:\n  run_timeout_s: [60, 61, 3, 62]\n")
     killer = _kill_when_pid_file_appears(pid_file)
-    done = bench("run", str(path), "--results-dir", str(results), *SHORT, env={"BENCH_FAULTS": json.dumps(faults)})
+    env = {**echo_env(tmp_path / "plugin"), "BENCH_FAULTS": json.dumps(faults)}
+    done = bench("run", str(path), "--results-dir", str(results), *ECHO, env=env)
     killer.join(timeout=1)
     assert done.returncode == 1
-    by_seed = {r["scenario"]["resolved"]["train"]["seed"]: r for r in records_in(results)}
-    assert sorted(by_seed) == [0, 1, 2, 3]
-    assert by_seed[0]["status"] == "ok" and by_seed[0]["metrics"]["step_time_s"]["n"] == 2
-    crashed, timed_out, killed = by_seed[1]["failure"], by_seed[2]["failure"], by_seed[3]["failure"]
+    by_limit = {r["scenario"]["resolved"]["run_timeout_s"]: r for r in records_in(results)}
+    assert sorted(by_limit) == [3, 60, 61, 62]
+    assert by_limit[60]["status"] == "ok" and by_limit[60]["metrics"] == {"num_words": 9, "echoed": "tiny Gemma 3"}
+    crashed, timed_out, killed = by_limit[61]["failure"], by_limit[3]["failure"], by_limit[62]["failure"]
     assert crashed["kind"] == "error" and "injected fault" in crashed["reason"] and crashed["exit_code"] == 1
     assert "RuntimeError" in crashed["log_tail"]
-    assert timed_out["kind"] == "timeout" and "30 s" in timed_out["reason"]
+    assert timed_out["kind"] == "timeout" and "3 s" in timed_out["reason"]
     assert killed["kind"] == "killed" and "SIGKILL" in killed["reason"] and killed["exit_code"] == -9
     assert len({crashed["reason"], timed_out["reason"], killed["reason"]}) == 3
 
@@ -64,11 +89,12 @@ def test_a_worker_that_would_abort_in_interpreter_teardown_keeps_its_finished_ru
     """Native runtimes can abort at exit after the facts are written (gloo's threads do,
     pytorch#179291); the worker ends without that teardown, so the run stays ok."""
     fault = [{"at": "setup", "action": "abort_at_exit"}]
-    path = write_scenario(tmp_path, TINY)
-    done = bench("run", str(path), "--results-dir", str(results), *SHORT, env={"BENCH_FAULTS": json.dumps(fault)})
+    path = write_scenario(tmp_path, ECHO_SCENARIO)
+    env = {**echo_env(tmp_path / "plugin"), "BENCH_FAULTS": json.dumps(fault)}
+    done = bench("run", str(path), "--results-dir", str(results), *ECHO, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     [record] = records_in(results)
-    assert record["status"] == "ok" and record["metrics"]["step_time_s"]["n"] == 2
+    assert record["status"] == "ok" and record["metrics"]["num_words"] == 9
 
 
 def test_facts_followed_by_a_crashed_process_are_a_failure_that_says_so(tmp_path):
@@ -84,29 +110,32 @@ def test_facts_followed_by_a_crashed_process_are_a_failure_that_says_so(tmp_path
 
 
 def test_resume_skips_successful_runs_and_force_reruns(tmp_path, results):
-    path = str(write_scenario(tmp_path, TINY))
-    assert bench("run", path, "--results-dir", str(results), *SHORT).returncode == 0
-    again = bench("run", path, "--results-dir", str(results), *SHORT)
+    path = str(write_scenario(tmp_path, ECHO_SCENARIO))
+    env = echo_env(tmp_path / "plugin")
+    assert bench("run", path, "--results-dir", str(results), *ECHO, env=env).returncode == 0
+    again = bench("run", path, "--results-dir", str(results), *ECHO, env=env)
     assert again.returncode == 0 and "skipped" in again.stderr + again.stdout
     assert len(records_in(results)) == 1
-    assert bench("run", path, "--results-dir", str(results), *SHORT, "--force").returncode == 0
+    assert bench("run", path, "--results-dir", str(results), *ECHO, "--force", env=env).returncode == 0
     assert len(records_in(results)) == 2
 
 
 def test_sigkill_of_the_parent_loses_only_the_run_in_flight(tmp_path, results):
-    path = str(write_scenario(tmp_path, TINY + "matrix:\n  train.seed: [0, 1, 2]\n"))
-    args = [sys.executable, "-m", "harness.cli", "run", path, "--results-dir", str(results), *SHORT]
-    parent = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while len(list(results.glob("*.json"))) < 1 and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)  # the second run is now in flight
+    path = str(write_scenario(tmp_path, ECHO_SCENARIO + "matrix:\n  echo.words: [1, 2, 3]\n"))
+    args = [sys.executable, "-m", "harness.cli", "run", path, "--results-dir", str(results), *ECHO]
+    env = {**os.environ, **echo_env(tmp_path / "plugin")}
+    # The second run hangs (in the first sweep only) and says when it is in flight.
+    pid_file = tmp_path / "second.pid"
+    fault = [{"match": {"echo.words": 2}, "at": "setup", "action": "hang", "pid_file": str(pid_file)}]
+    faulty = {**env, "BENCH_FAULTS": json.dumps(fault)}
+    parent = subprocess.Popen(args, cwd=ROOT, env=faulty, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = _pid_from(pid_file)  # the second run is now in flight
     parent.kill()
     parent.wait()
-    time.sleep(2.0)  # the orphaned worker notices and exits
+    assert _gone(worker), "the orphaned worker did not notice its parent's death"
     assert [p.name.startswith(".tmp-") for p in results.iterdir()] == [False]
     (first,) = records_in(results)
-    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     records = records_in(results)
     assert len(records) == 3 and len({r["run_key"] for r in records}) == 3
@@ -119,10 +148,20 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
     wrapper = tmp_path / "python-wrapper"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> "{marker}"\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    path = str(write_scenario(tmp_path, TINY))
-    assert bench("run", path, "--results-dir", str(results), *SHORT).returncode == 0
+    path = str(write_scenario(tmp_path, ECHO_SCENARIO))
+    env = echo_env(tmp_path / "plugin")
+    assert bench("run", path, "--results-dir", str(results), *ECHO, env=env).returncode == 0
     done = bench(
-        "run", path, "--results-dir", str(results), *SHORT, "--set", "train.seed=1", "--python", f"torch={wrapper}"
+        "run",
+        path,
+        "--results-dir",
+        str(results),
+        *ECHO,
+        "--set",
+        "echo.words=1",
+        "--python",
+        f"echo-cpu={wrapper}",
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert "harness.worker run" in marker.read_text()
@@ -133,10 +172,10 @@ def test_worker_runs_under_a_configured_interpreter_into_the_same_results(tmp_pa
         path,
         "--results-dir",
         str(results),
-        *SHORT,
+        *ECHO,
         "--set",
-        "train.seed=2",
-        env={"BENCH_PYTHON_TORCH": str(wrapper)},
+        "echo.words=2",
+        env={**env, "BENCH_PYTHON_ECHO_CPU": str(wrapper)},
     )
     assert via_env.returncode == 0 and marker.read_text().count("harness.worker run") >= 2
 

@@ -91,7 +91,8 @@ def check_programs_inside_spans(record: dict) -> None:
 
 
 def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
-    record, out = traced_run(tmp_path, str(write_scenario(tmp_path, TINY)), *SHORT, "--trace", "2")
+    scenario = str(write_scenario(tmp_path, TINY))
+    record, out = traced_run(tmp_path, scenario, "--backend", "torch", *SHORT, "--trace", "2")
     check_common(record, out, [2, 3])
     (name,) = record["trace"]["files"]
     with gzip.open(out / name, "rt") as stream:
@@ -118,14 +119,19 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
 
 def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refused(tmp_path):
     path = write_scenario(tmp_path, TINY)
-    refused = bench("run", str(path), "--dry-run", "--trace", "6")
+    torch = ("--backend", "torch")  # one backend probed, not every one
+    refused = bench("run", str(path), *torch, "--dry-run", "--trace", "6")
     assert refused.returncode == 2 and "trace.steps" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    one = bench("run", str(path), "--dry-run", "--trace", "1")  # no period between two steps
+    one = bench("run", str(path), *torch, "--dry-run", "--trace", "1")  # no period between two steps
     assert one.returncode == 2 and one.stderr.startswith("bench: --trace"), one.stderr
-    # Off by default: no trace section, no trace folder, every measured step measured.
+    # Off by default: no trace section, no trace folder, every measured step measured
+    # (one warm-up and two measured steps show both phases).
     out = tmp_path / "r"
-    done = bench("run", str(path), *SHORT, "--results-dir", str(out), "--no-progress")
+    short = ("--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0")
+    done = bench(
+        "run", str(path), *torch, *short, "--set", "data.num_examples=16", "--results-dir", str(out), "--no-progress"
+    )
     assert done.returncode == 0, done.stderr + failures_in(out)
     (record,) = records_in(out)
     assert record["trace"] is None and not list(out.glob("*.trace"))
