@@ -138,7 +138,7 @@ def main() -> int:
         breaks = "-" if r["graph_breaks"] is None else r["graph_breaks"]
         print(
             f"{r['run']:30} {r['host_syncs_per_step_max']:>10} {r['window_host_syncs']:>7} {breaks:>7} "
-            f"{r['loss_kernel']:>8} {r['micro_batch']:>6}"
+            f"{r['loss_kernel'] or '-':>8} {r['micro_batch']:>6}"
         )
     memory = None if args.skip_memory else loss_peaks()
     if memory:
