@@ -86,6 +86,7 @@ AUTO_DYNAMIC_RUN = ["train.steps=6", "train.global_batch=8"]
 @pytest.mark.parametrize(
     "shapes,paddings,run",
     [("static", "static, dynamic, bucketed", STATIC_SHAPES_RUN), ("auto", "dynamic", AUTO_DYNAMIC_RUN)],
+    ids=["static-shapes", "auto-dynamic"],
 )
 def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_path, shapes, paddings, run):
     options = f"backend_options:\n  gpu-fsdp: {{compile: true, compile_backend: aot_eager, compile_shapes: {shapes}}}\n"
