@@ -29,7 +29,10 @@ def new_lengths_after_warmup(record) -> int:
 @pytest.fixture(scope="module")
 def padding_records(tmp_path_factory):
     """static, dynamic and bucketed padding (the scenario's matrix; the cpu profile: 4
-    devices), 8 rows a step so each step is 2 micro-batches of 4 rows."""
+    devices), 8 rows a step so each step is 2 micro-batches of 4 rows. Two steps, one of
+    them warm-up: on this data the dynamic cell meets 2 new lengths after warm-up and the
+    bucketed cell 1 new bucket (256), so each recompile assertion sees real recompiles,
+    while every extra step would only add dynamic lengths to compile (seconds each)."""
     stack_or_skip(*STACK)
     out = tmp_path_factory.mktemp("torchax") / "r"
     done = bench(
@@ -44,7 +47,9 @@ def padding_records(tmp_path_factory):
         "--set",
         "train.micro_batch=1",  # padding.yaml's auto would fit a step in one pass
         "--set",
-        "train.steps=5",  # 2 warm-up + 3 measured: new lengths after warm-up, in CI's time
+        "train.steps=2",
+        "--set",
+        "train.warmup_steps=1",
         "--results-dir",
         str(out),
         "--no-progress",
