@@ -167,12 +167,30 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
             raise BackendUnavailable(f"backend {requested!r} is not available: {result.probe.reason}")
         return result
     ranked = [info.name for info in sorted(all_backends().values(), key=lambda info: -info.priority)]
-    # Side by side where that is safe; else one at a time, stopping at the first accelerator.
-    results = (
-        (probe(name, interpreter_for(name, interpreters)) for name in ranked)
-        if exclusive_accelerator()
-        else iter(probe_all(ranked, interpreters))
-    )
+    if exclusive_accelerator():  # one at a time, stopping at the first accelerator
+        return _best(probe(name, interpreter_for(name, interpreters)) for name in ranked)
+    # The probe cache ranks them (harness.probe_cache: one probe per backend, kept while
+    # its interpreter, packages and code are unchanged); the one chosen is probed afresh,
+    # since a device can be taken since. Only where it no longer runs, all afresh.
+    from harness import probe_cache
+
+    cached, hits, _ = probe_cache.probe_all(ranked, interpreters)
+    try:
+        chosen = _best(iter(cached))
+    except BackendUnavailable:
+        chosen = None
+    if chosen is not None and not hits:
+        return chosen  # every answer was probed just now
+    if chosen is not None:
+        fresh = probe(chosen.name, chosen.python)
+        if fresh.probe.available and fresh.probe.device_kind == chosen.probe.device_kind:
+            return fresh
+    return _best(iter(probe_all(ranked, interpreters)))
+
+
+def _best(results) -> ProbeResult:
+    """The first available accelerator backend, else the last available one (ranked by
+    descending priority: the least specialised); each unavailable one says why."""
     fallback, reasons = None, []
     for result in results:
         if result.probe.available and result.probe.device_kind != "cpu":

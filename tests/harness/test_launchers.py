@@ -37,3 +37,52 @@ def test_on_a_cpu_the_least_specialised_available_backend_runs(monkeypatch):
     monkeypatch.setattr(registry, "probe", fake_probe)
     # torch is not available here: the lowest-priority backend that is (torchax, 10) runs.
     assert registry.choose_backend(None, {}).name == "torchax"
+
+
+def _results(available: dict[str, str]) -> list:
+    """Probe results for every backend: available ones on the named device kind."""
+    ranked = [i.name for i in sorted(registry.all_backends().values(), key=lambda i: -i.priority)]
+    return [
+        registry.ProbeResult(
+            n, "py", Probe(n in available, "" if n in available else "no", available.get(n, "cpu"), "d", 1)
+        )
+        for n in ranked
+    ]
+
+
+def test_a_warm_probe_cache_ranks_and_only_the_chosen_backend_is_probed_afresh(monkeypatch):
+    """`bench run` without --backend: the cache's answers rank the backends; the winner
+    alone is probed again (a device can be taken since); where it no longer runs, every
+    backend is probed afresh."""
+    from harness import probe_cache
+
+    probed, probed_all = [], []
+    monkeypatch.setattr(registry, "exclusive_accelerator", lambda: False)
+    monkeypatch.setattr(
+        probe_cache, "probe_all", lambda names, interpreters: (_results({"gpu-fsdp": "cuda", "torch": "cpu"}), 5, None)
+    )
+    now = {"gpu-fsdp": "cuda", "torch": "cpu"}
+
+    def fresh_probe(name, python, timeout_s=180.0):
+        probed.append(name)
+        return next(r for r in _results(now) if r.name == name)
+
+    def fresh_all(names, interpreters=None):
+        probed_all.append(list(names))
+        return _results(now)
+
+    monkeypatch.setattr(registry, "probe", fresh_probe)
+    monkeypatch.setattr(registry, "probe_all", fresh_all)
+    assert registry.choose_backend(None, {}).name == "gpu-fsdp" and probed == ["gpu-fsdp"] and probed_all == []
+    now = {"torch": "cpu"}  # the GPU was taken since the cache's answer
+    assert registry.choose_backend(None, {}).name == "torch" and len(probed_all) == 1
+
+
+def test_a_cold_probe_cache_probes_each_backend_once(monkeypatch):
+    from harness import probe_cache
+
+    probed = []
+    monkeypatch.setattr(registry, "exclusive_accelerator", lambda: False)
+    monkeypatch.setattr(probe_cache, "probe_all", lambda names, interpreters: (_results({"torch": "cpu"}), 0, None))
+    monkeypatch.setattr(registry, "probe", lambda name, python, timeout_s=180.0: probed.append(name))
+    assert registry.choose_backend(None, {}).name == "torch" and probed == []
