@@ -6,7 +6,15 @@ BENCH_PYTHON_JAX_TUNIX names that interpreter (.ci/run makes it).
 Every run must execute its plan (status ok: rows, tokens, lr per step, dtypes and the
 devices doing distinct work all as planned). The LoRA targets leave out k_proj and
 v_proj, which Tunix fuses into one adapter (refused unless fuse_kv_lora), so that the
-trained parameters are peft's too."""
+trained parameters are peft's too; the padding matrix runs padding.yaml's fused layout,
+which the fuse_kv_lora test reads.
+
+Each run starts a worker and compiles Tunix's step (minutes on CI's 2 cores), so the
+tests share module-scoped runs where one record answers several: the padding matrix
+(3 runs), one 20-step run on repeated data (loss and step-time checks), a bf16 run and
+a run from a Hugging Face checkpoint and a peft adapter (the PyTorch comparisons).
+The step-lr check lives in tests/backends/test_parity.py (every backend, every step,
+two schedules, jax-tunix accumulating 2 micro-batches)."""
 
 from __future__ import annotations
 
@@ -85,12 +93,17 @@ def padding_records(tmp_path_factory):
         "jax-tunix",
         "--set",
         "model.preset=tiny-gemma3",
-        *TENSOR_2,
-        *SEPARATE_TARGETS,
+        *TENSOR_2,  # padding.yaml's own targets: k/v as Tunix's fused adapter (fuse_kv_lora)
         "--set",
         "train.micro_batch=1",  # padding.yaml's auto would fit a step in one pass
+        # 1 warm-up + 1 measured step of 2 micro-batches each: dynamic padding meets 4
+        # lengths, 2 of them after warm-up (each a compile, ~the cell's whole cost, so
+        # the fewest that still shows one compile per new length); bucketed uses 2 of
+        # its 3 buckets in warm-up and none new after.
         "--set",
-        "train.steps=5",  # 2 warm-up + 3 measured: new lengths after warm-up, in CI's time
+        "train.steps=2",
+        "--set",
+        "train.warmup_steps=1",
         "--results-dir",
         str(out),
         "--no-progress",
@@ -107,7 +120,7 @@ def test_padding_matrix_writes_three_records_with_compiles_and_step_times(paddin
     for record in padding_records.values():
         ok(record)
         assert record["backend"]["name"] == "jax-tunix" and record["accelerator"]["virtual_devices"] == 4
-        assert record["metrics"]["num_compiles"] >= 1 and record["metrics"]["measured_steps"] == 3
+        assert record["metrics"]["num_compiles"] >= 1 and record["metrics"]["measured_steps"] == 1
         # Step-time statistics are over the measured steps that compiled nothing (none
         # under dynamic padding, where every new length compiles).
         calm = [s for s in record["raw"]["loop"]["steps"] if s["phase"] == "measure" and s["num_compiles"] == 0]
@@ -151,25 +164,28 @@ def test_padding_does_not_change_the_loss(padding_records):
     assert losses["bucketed"] == pytest.approx(losses["static"], abs=1e-4)
 
 
-def test_loss_falls_over_20_steps_on_repeated_data(tmp_path):
+@pytest.fixture(scope="module")
+def repeated_data_record(tmp_path_factory):
+    """20 steps (2 warm-up, 18 measured) and tiny.yaml's 2 window steps on a 2 x 2 mesh:
+    four examples and a global batch of four, so every step sees the same data (the
+    loss must fall) and the same padded shape (static: the step times compare)."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    # Four examples and a global batch of four: every step sees the same data.
-    record = ok(
-        run_tiny(
-            tmp_path,
-            "r",
-            *MESH_2X2,
-            *SEPARATE_TARGETS,
-            "--set",
-            "train.steps=20",
-            "--set",
-            "data.num_examples=4",
-            "--set",
-            "train.optimizer.lr=0.01",
-            "--set",
-            "train.window_steps=0",
-        )
+    return run_tiny(
+        tmp_path_factory.mktemp("repeated"),
+        "r",
+        *MESH_2X2,
+        *SEPARATE_TARGETS,
+        "--set",
+        "train.steps=20",
+        "--set",
+        "data.num_examples=4",
+        "--set",
+        "train.optimizer.lr=0.01",
     )
+
+
+def test_loss_falls_over_20_steps_on_repeated_data(repeated_data_record):
+    record = ok(repeated_data_record)
     losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
     assert len(losses) == 20
     assert losses[-1] < losses[0] - 0.5
@@ -177,10 +193,10 @@ def test_loss_falls_over_20_steps_on_repeated_data(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def bf16_cosine_record(tmp_path_factory):
-    """bf16 with a cosine schedule and lr warm-up, 2 micro-batches per optimizer step
-    (8 rows = 2 rows x 2 fsdp devices x 2): Tunix's MultiSteps steps the inner optimizer
-    once per step."""
+def bf16_record(tmp_path_factory):
+    """bf16, 2 micro-batches per optimizer step (8 rows = 2 rows x 2 fsdp devices x 2):
+    Tunix's MultiSteps accumulates them. Two steps: the dtypes are read from the weights
+    and the optimizer state, the same after any step."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     return run_tiny(
         tmp_path_factory.mktemp("bf16"),
@@ -193,32 +209,16 @@ def bf16_cosine_record(tmp_path_factory):
         "--set",
         "train.global_batch=8",
         "--set",
-        "train.steps=6",
+        "train.steps=2",
+        "--set",
+        "train.warmup_steps=1",
         "--set",
         "train.window_steps=0",
-        "--set",
-        "train.schedule.name=cosine",
-        "--set",
-        "train.schedule.warmup_ratio=0.34",
     )
 
 
-def test_each_step_applies_the_plans_lr_the_one_torch_applies(bf16_cosine_record):
-    """The lr read back from the optimizer state after each step equals the schedule's
-    (harness.plan.learning_rates: what the torch backend sets before each step)."""
-    from harness.plan import learning_rates
-    from harness.spec import Scenario
-
-    record = ok(bf16_cosine_record)
-    planned = learning_rates(Scenario.model_validate(record["scenario"]["resolved"]).train)
-    applied = [s["lr"] for s in record["raw"]["loop"]["steps"]]
-    assert planned[0] == 0 and max(planned) == 1e-3 and planned[5] < planned[3]  # warm-up, then the cosine
-    assert applied == pytest.approx(list(planned[:6]), abs=1e-9, rel=0)
-    assert record["raw"]["extra"]["grad_accumulation"] == 2
-
-
-def test_bf16_stores_frozen_weights_in_bf16_and_trains_fp32_lora(bf16_cosine_record):
-    record = ok(bf16_cosine_record)
+def test_bf16_stores_frozen_weights_in_bf16_and_trains_fp32_lora(bf16_record):
+    record = ok(bf16_record)
     assert record["raw"]["done"]["dtypes"] == {
         "frozen_params": "bf16",
         "trainable_params": "fp32",
@@ -226,6 +226,7 @@ def test_bf16_stores_frozen_weights_in_bf16_and_trains_fp32_lora(bf16_cosine_rec
         "optimizer_state": "fp32",
     }
     assert record["raw"]["done"]["distinct_row_shards"] == 2
+    assert record["raw"]["extra"]["grad_accumulation"] == 2
     assert all(s["loss"] > 0 for s in record["raw"]["loop"]["steps"])
 
 
@@ -250,22 +251,11 @@ def test_k_and_v_targets_are_refused_naming_the_field(tmp_path):
     assert "fuse_kv_lora" in record["failure"]["reason"]
 
 
-def test_fuse_kv_lora_trains_the_fused_adapter_and_says_so(tmp_path):
-    """With the option the fused k/v adapter trains; the record says why its trainable
-    count is not peft's (the plan check then leaves the count out)."""
-    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    record = ok(
-        run_tiny(
-            tmp_path,
-            "r",
-            "--set",
-            "backend_options.jax-tunix.fuse_kv_lora=true",
-            "--set",
-            "train.steps=3",
-            "--set",
-            "train.window_steps=0",
-        )
-    )
+def test_fuse_kv_lora_trains_the_fused_adapter_and_says_so(padding_records):
+    """With the option (padding.yaml sets it for jax-tunix) the fused k/v adapter trains;
+    the record says why its trainable count is not peft's (the plan check then leaves
+    the count out)."""
+    record = ok(padding_records["static"])
     done = record["raw"]["done"]
     assert "k_proj, v_proj" in done["trainable_params_deviation"]
     # One A (hidden x rank) for k and v instead of two, per layer: 2 layers x 64 x 8 fewer.
@@ -274,16 +264,20 @@ def test_fuse_kv_lora_trains_the_fused_adapter_and_says_so(tmp_path):
     assert any("fuse_kv_lora" in note for note in record["raw"]["notes"])
 
 
-def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
+def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path, repeated_data_record):
     """A wider model does several times the device work per step: the recorded step time
     grows with it, while the time for the trainer's call to return (dispatch) takes
     little of the added time and stays a small part of the step."""
-    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     wide = "{hidden_size: 512, intermediate_size: 2048, num_heads: 8, num_kv_heads: 2, head_dim: 64, query_pre_attn_scalar: 64}"
-    records = {}
-    # tiny.yaml's 2 window steps run on the tiny model: one sync after both.
-    for name, extra in (("tiny", []), ("wide", ["--set", f"model.arch={wide}", "--set", "train.window_steps=0"])):
-        records[name] = ok(run_tiny(tmp_path, name, *MESH_2X2, *SEPARATE_TARGETS, "--set", "train.steps=6", *extra))
+    # The tiny model: the shared run's 18 measured steps, then tiny.yaml's 2 window steps
+    # (one sync after both). The wide one: 1 warm-up step (its compile) and 3 measured,
+    # the same static 512-token rows; a median of 3 is the least that outvotes one outlier.
+    wide_sets = ("--set", f"model.arch={wide}", "--set", "train.window_steps=0")
+    steps = ("--set", "train.steps=4", "--set", "train.warmup_steps=1")
+    records = {
+        "tiny": ok(repeated_data_record),
+        "wide": ok(run_tiny(tmp_path, "wide", *MESH_2X2, *SEPARATE_TARGETS, *steps, *wide_sets)),
+    }
     step = {k: statistics.median(measured(r)) for k, r in records.items()}
     dispatch = {
         k: statistics.median(r["raw"]["extra"]["dispatch_s"][r["scenario"]["resolved"]["train"]["warmup_steps"] :])
@@ -301,56 +295,6 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path):
     assert window["done"]["rows"] == 2 * 4 and window["done"]["tokens_real"] == window["tokens_real"]
     assert step["tiny"] < window["time_s"] < 6 * step["tiny"]  # two executed steps, not two dispatches
     assert records["tiny"]["metrics"]["window_tokens_per_s_real"] > 0
-
-
-def test_local_checkpoint_loads_and_matches_the_torch_backend(tmp_path):
-    """Tunix's safetensors loader on a Hugging Face checkpoint saved here: with the same
-    weights and batches, the first loss equals the PyTorch backend's."""
-    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from backends.hf_common.model import hf_config
-    from harness.presets import MODEL_PRESETS
-
-    torch.manual_seed(123)
-    AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager")).save_pretrained(
-        tmp_path / "model"
-    )
-    scenario = TINY.replace(
-        "  preset: tiny-gemma3\n", f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n"
-    )
-    scenario = scenario.replace(
-        "  lora: {rank: 8, alpha: 16}\n",
-        "  lora: {rank: 8, alpha: 16, target_modules: [q_proj, o_proj, gate_proj, up_proj, down_proj]}\n",
-    )
-    path = write_scenario(tmp_path, scenario)
-    first = {}
-    for backend in ("torch", "jax-tunix"):
-        done = bench(
-            "run",
-            str(path),
-            "--backend",
-            backend,
-            "--results-dir",
-            str(tmp_path / backend),
-            "--no-progress",
-            "--set",
-            "train.steps=2",
-            "--set",
-            "train.warmup_steps=1",
-            "--set",
-            "train.window_steps=0",
-            "--set",
-            "train.micro_batch=1",
-            "--set",
-            "sequence.max_length=256",
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stderr + done.stdout
-        (record,) = records_in(tmp_path / backend)
-        first[backend] = ok(record)["raw"]["loop"]["steps"][0]["loss"]
-    assert first["jax-tunix"] == pytest.approx(first["torch"], abs=1e-3)
 
 
 def torch_losses_from_adapter(scenario_text: str, adapter) -> list[float]:
@@ -376,13 +320,12 @@ def torch_losses_from_adapter(scenario_text: str, adapter) -> list[float]:
     return [step.loss for step in backend.run().steps]
 
 
-def test_five_steps_from_the_same_nonzero_adapter_match_the_torch_backend(tmp_path):
-    """Identical base weights (a Hugging Face checkpoint) and identical non-zero LoRA
-    weights on q, o, gate, up and down (a peft adapter: peft loads it for PyTorch,
-    `lora_init` maps it onto qwix's LoRA weights for Tunix): five AdamW steps on the same
-    batches give the same losses. Checks the forward pass with LoRA active, the gradients
-    through it, clipping, the optimizer and the lr, not only the first loss."""
-    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+ADAPTER_TARGETS = ["q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def save_checkpoint_and_adapter(directory) -> None:
+    """A random tiny Gemma 3 saved as a Hugging Face checkpoint (`model`), and a peft
+    adapter on it with non-zero LoRA weights on both A and B (`adapter`)."""
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -390,19 +333,23 @@ def test_five_steps_from_the_same_nonzero_adapter_match_the_torch_backend(tmp_pa
     from backends.hf_common.model import hf_config
     from harness.presets import MODEL_PRESETS
 
-    targets = ["q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     torch.manual_seed(123)
     model = AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager"))
-    model.save_pretrained(tmp_path / "model")
-    adapter = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=targets, task_type="CAUSAL_LM"))
+    model.save_pretrained(directory / "model")
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=ADAPTER_TARGETS, task_type="CAUSAL_LM")
+    adapter = get_peft_model(model, config)
     with torch.no_grad():
         for name, weight in adapter.named_parameters():
             if "lora_" in name:
                 weight.normal_(0.0, 0.05)
-    adapter.save_pretrained(tmp_path / "adapter")
+    adapter.save_pretrained(directory / "adapter")
+
+
+def checkpoint_scenario(model_path) -> str:
+    """tiny.yaml from the checkpoint: five steps (1 warm-up) of 4 rows, 1 row a pass."""
     edits = {
-        "  preset: tiny-gemma3\n": f"  preset: null\n  init: pretrained\n  path: {tmp_path / 'model'}\n",
-        "  lora: {rank: 8, alpha: 16}\n": f"  lora: {{rank: 8, alpha: 16, target_modules: [{', '.join(targets)}]}}\n",
+        "  preset: tiny-gemma3\n": f"  preset: null\n  init: pretrained\n  path: {model_path}\n",
+        "  lora: {rank: 8, alpha: 16}\n": f"  lora: {{rank: 8, alpha: 16, target_modules: [{', '.join(ADAPTER_TARGETS)}]}}\n",
         "  steps: 8\n": "  steps: 5\n",
         "  warmup_steps: 2\n": "  warmup_steps: 1\n",
         "  window_steps: 2\n": "  window_steps: 0\n",
@@ -413,23 +360,50 @@ def test_five_steps_from_the_same_nonzero_adapter_match_the_torch_backend(tmp_pa
     for old, new in edits.items():
         assert old in scenario
         scenario = scenario.replace(old, new)
-    torch_losses = torch_losses_from_adapter(scenario, tmp_path / "adapter")
+    return scenario
+
+
+@pytest.fixture(scope="module")
+def from_checkpoint(tmp_path_factory):
+    """The same checkpoint and adapter trained 5 steps on the same batches by the PyTorch
+    backend (in-process) and by jax-tunix (`bench run`: Tunix's safetensors loader for
+    the base weights, `lora_init` mapping the adapter onto qwix's LoRA weights)."""
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+    tmp = tmp_path_factory.mktemp("checkpoint")
+    save_checkpoint_and_adapter(tmp)
+    scenario = checkpoint_scenario(tmp / "model")
+    torch_losses = torch_losses_from_adapter(scenario, tmp / "adapter")
     done = bench(
         "run",
-        str(write_scenario(tmp_path, scenario)),
+        str(write_scenario(tmp, scenario)),
         "--backend",
         "jax-tunix",
         "--results-dir",
-        str(tmp_path / "tunix"),
+        str(tmp / "tunix"),
         "--no-progress",
         "--set",
-        f"backend_options.jax-tunix.lora_init={tmp_path / 'adapter'}",
+        f"backend_options.jax-tunix.lora_init={tmp / 'adapter'}",
         timeout=900,
     )
-    records = records_in(tmp_path / "tunix")
+    records = records_in(tmp / "tunix")
     assert len(records) == 1, done.stderr + done.stdout
-    record = ok(records[0])
-    tunix_losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
+    return {"torch": torch_losses, "jax-tunix": [s["loss"] for s in ok(records[0])["raw"]["loop"]["steps"]]}
+
+
+def test_local_checkpoint_loads_and_matches_the_torch_backend(from_checkpoint):
+    """Tunix's safetensors loader on a Hugging Face checkpoint saved here: with the same
+    weights (base and adapter) and batches, the first loss, before any update, equals
+    the PyTorch backend's."""
+    assert from_checkpoint["jax-tunix"][0] == pytest.approx(from_checkpoint["torch"][0], abs=1e-3)
+
+
+def test_five_steps_from_the_same_nonzero_adapter_match_the_torch_backend(from_checkpoint):
+    """Identical base weights (a Hugging Face checkpoint) and identical non-zero LoRA
+    weights on q, o, gate, up and down (a peft adapter: peft loads it for PyTorch,
+    `lora_init` maps it onto qwix's LoRA weights for Tunix): five AdamW steps on the same
+    batches give the same losses. Checks the forward pass with LoRA active, the gradients
+    through it, clipping, the optimizer and the lr, not only the first loss."""
+    torch_losses, tunix_losses = from_checkpoint["torch"], from_checkpoint["jax-tunix"]
     assert len(torch_losses) == len(tunix_losses) == 5
     assert torch_losses[-1] < torch_losses[0] - 0.01  # the weights moved: a trajectory, not one point
     # Measured: equal to ~2e-6 at every step.
