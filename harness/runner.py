@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import hosts, launchers, registry, tasks
+from harness import choice, hosts, launchers, registry, tasks
 from harness import plan as plans
 from harness.cost import load_catalog, price_for
 from harness.errors import BenchError, SpecError
@@ -122,7 +122,7 @@ def _plan_sweep(request: RunRequest):
     chosen = (
         request.probed
         if request.probed is not None
-        else registry.choose_backend(request.backend or base.backend, request.interpreters)
+        else choice.choose_backend(request.backend or base.backend, request.interpreters)
     )
     profile = pick_profile(request.profile, base.profiles, chosen.probe.device_kind)
     runs = resolve_runs(request.scenario_path, request.overrides, profile)

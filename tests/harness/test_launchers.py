@@ -1,11 +1,11 @@
 """Launcher conventions in one place (harness/launchers.py), and the CPU fallback
-backend chosen by priority (harness.registry.choose_backend), not by name."""
+backend chosen by priority (harness.choice.choose_backend), not by name."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness import launchers, registry
+from harness import choice, launchers, registry
 from harness.backend import Probe
 
 
@@ -36,7 +36,7 @@ def test_on_a_cpu_the_least_specialised_available_backend_runs(monkeypatch):
     monkeypatch.setattr(registry, "exclusive_accelerator", lambda: True)  # probes one at a time
     monkeypatch.setattr(registry, "probe", fake_probe)
     # torch is not available here: the lowest-priority backend that is (torchax, 10) runs.
-    assert registry.choose_backend(None, {}).name == "torchax"
+    assert choice.choose_backend(None, {}).name == "torchax"
 
 
 def _results(available: dict[str, str]) -> list:
@@ -73,9 +73,9 @@ def test_a_warm_probe_cache_ranks_and_only_the_chosen_backend_is_probed_afresh(m
 
     monkeypatch.setattr(registry, "probe", fresh_probe)
     monkeypatch.setattr(registry, "probe_all", fresh_all)
-    assert registry.choose_backend(None, {}).name == "gpu-fsdp" and probed == ["gpu-fsdp"] and probed_all == []
+    assert choice.choose_backend(None, {}).name == "gpu-fsdp" and probed == ["gpu-fsdp"] and probed_all == []
     now = {"torch": "cpu"}  # the GPU was taken since the cache's answer
-    assert registry.choose_backend(None, {}).name == "torch" and len(probed_all) == 1
+    assert choice.choose_backend(None, {}).name == "torch" and len(probed_all) == 1
 
 
 def test_a_cold_probe_cache_probes_each_backend_once(monkeypatch):
@@ -85,4 +85,4 @@ def test_a_cold_probe_cache_probes_each_backend_once(monkeypatch):
     monkeypatch.setattr(registry, "exclusive_accelerator", lambda: False)
     monkeypatch.setattr(probe_cache, "probe_all", lambda names, interpreters: (_results({"torch": "cpu"}), 0, None))
     monkeypatch.setattr(registry, "probe", lambda name, python, timeout_s=180.0: probed.append(name))
-    assert registry.choose_backend(None, {}).name == "torch" and probed == []
+    assert choice.choose_backend(None, {}).name == "torch" and probed == []
