@@ -22,6 +22,7 @@ sink, trace directory, faults) or `use_batches`; nothing is set on a backend fro
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -237,9 +238,8 @@ class Backend(ABC):
         return {}
 
     def host_sync_counter(self):
-        """A counter of the host's waits for the device inside a step (an object with
-        `counting()`, a context manager, and `take()` -> int), or None where this
-        backend does not count them."""
+        """A counter of the host's waits for the device inside a step (a HostWaitCounter),
+        or None where this backend does not count them."""
         return None
 
     def compile_cache(self) -> dict[str, Any] | None:
@@ -301,3 +301,26 @@ class LoopBackend(Backend):
     """A backend whose framework owns the training loop (a Trainer): `run` drives it and
     reports every step boundary to a `harness.loop.StepRecorder` (`recorder_for`) from
     the trainer's hooks, so its steps are timed by the same contract."""
+
+
+class HostWaitCounter:
+    """Counts the host's waits for the device inside its `counting()` block; a
+    framework's subclass adds 1 to `count` per wait it sees while `active`
+    (backends/torch_common/syncs.py, backends/jax_common/syncs.py)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.active = False
+
+    @contextlib.contextmanager
+    def counting(self):
+        """Count inside the block; `take()` then returns the count and resets it."""
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+
+    def take(self) -> int:
+        found, self.count = self.count, 0
+        return found

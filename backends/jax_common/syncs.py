@@ -21,31 +21,18 @@ a wait inside XLA's C++ runtime is invisible here (a GPU trace shows those).
 
 from __future__ import annotations
 
-import contextlib
 import threading
+
+from harness.backend import HostWaitCounter
 
 _COUNTERS: list[JaxHostSyncCounter] = []
 _INSIDE = threading.local()  # inside a counted call: its own nested reads are not new waits
 
 
-class JaxHostSyncCounter:
+class JaxHostSyncCounter(HostWaitCounter):
     def __init__(self) -> None:
-        self.count = 0
-        self.active = False
+        super().__init__()
         _install(self)
-
-    @contextlib.contextmanager
-    def counting(self):
-        """Count inside the block; `take()` then returns the count and resets it."""
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-
-    def take(self) -> int:
-        found, self.count = self.count, 0
-        return found
 
 
 def _add_one() -> None:

@@ -22,39 +22,34 @@ import warnings
 
 import torch
 
+from harness.backend import HostWaitCounter
+
 _PATCHED = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 
 
-class HostSyncCounter:
+class HostSyncCounter(HostWaitCounter):
     def __init__(self, device: torch.device) -> None:
+        super().__init__()
         self.cuda = device.type == "cuda"
-        self.count = 0
-        self.active = False
         if not self.cuda:
             _install(self)
 
     @contextlib.contextmanager
     def counting(self):
-        """Count inside the block; `take()` then returns the count and resets it."""
-        if self.cuda:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                torch.cuda.set_sync_debug_mode("warn")
-                try:
-                    yield self
-                finally:
-                    torch.cuda.set_sync_debug_mode("default")
-            self.count += sum("synchronizing" in str(w.message) for w in caught)
+        """On CUDA, PyTorch's sync debug mode flags each synchronising call; elsewhere the
+        patched Tensor methods count while active."""
+        if not self.cuda:
+            with super().counting():
+                yield self
             return
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-
-    def take(self) -> int:
-        found, self.count = self.count, 0
-        return found
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                yield self
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        self.count += sum("synchronizing" in str(w.message) for w in caught)
 
 
 _COUNTERS: list[HostSyncCounter] = []
