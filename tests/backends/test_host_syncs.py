@@ -9,7 +9,32 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from backends.torch_common import syncs as torch_syncs  # noqa: E402
 from backends.torch_common.syncs import HostSyncCounter  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def unpatched_afterwards(monkeypatch):
+    """The counters wrap framework methods for the life of a worker process; in this
+    test process they are undone after each test, so no later test (a timing one
+    especially) runs on wrapped methods."""
+    for name in torch_syncs._PATCHED:
+        monkeypatch.setattr(torch.Tensor, name, getattr(torch.Tensor, name))
+    monkeypatch.setattr(torch_syncs, "_COUNTERS", [])
+    try:
+        import jax
+        import numpy as np
+        from jax._src.array import ArrayImpl
+
+        from backends.jax_common import syncs as jax_syncs
+    except ImportError:
+        return
+    monkeypatch.setattr(ArrayImpl, "_value", ArrayImpl.__dict__["_value"])
+    monkeypatch.setattr(ArrayImpl, "block_until_ready", ArrayImpl.block_until_ready)
+    monkeypatch.setattr(jax, "block_until_ready", jax.block_until_ready)
+    monkeypatch.setattr(np, "asarray", np.asarray)
+    monkeypatch.setattr(np, "array", np.array)
+    monkeypatch.setattr(jax_syncs, "_COUNTERS", [])
 
 
 def test_counts_host_reads_inside_its_block_only():
@@ -75,3 +100,10 @@ def test_the_jax_counter_counts_each_host_read_and_wait_and_no_device_work():
         np.asarray([1.0, 2.0])  # numpy of host data: no wait
     assert counter.take() == 0
     assert y.shape == (3,)
+
+
+def test_the_counters_wrappers_are_gone_after_a_test():
+    """What the fixture undoes is what the counters wrap (checked in the test after them)."""
+    assert torch_syncs._COUNTERS == [] and getattr(torch.Tensor.item, "__module__", None) != torch_syncs.__name__
+    np = pytest.importorskip("numpy")
+    assert np.asarray.__module__ != "backends.jax_common.syncs"
