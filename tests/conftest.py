@@ -15,9 +15,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
 
+# XLA's CPU compiler at LLVM optimisation level 0 for every run the tests start (JAX,
+# torchax, torch_xla): compiling is most of a tiny model's run (a jax-tunix dynamic-padding
+# cell: 106 s -> 63 s, the same losses to the last digit), and no test bounds how fast XLA's
+# code runs. Each record states it: XLA_FLAGS is in its provenance.
+TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
+
+
 def pytest_configure(config):
     # One tokenizer cache for the session, never the user's.
     os.environ.setdefault("BENCH_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "bench-cache"))
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {TEST_XLA_FLAG}".strip()
 
 
 def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
