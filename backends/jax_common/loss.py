@@ -14,6 +14,9 @@ their gradient alive at once. `backend_options.<b>.loss_kernel` picks:
   fp32 logits exist at a time. The same sum as plain, to fp32 rounding.
 - `auto`: chunked (the record says which ran).
 
+Where one chunk holds the whole sequence (a small vocabulary: 2^28 bytes of logits
+cover it), chunked is one pass with no recompute: the same memory, no extra FLOPs.
+
 Chunks split the sequence, never the rows: rows are sharded over the devices, so each
 device keeps its own rows in every chunk and the chunking moves no data between devices.
 
@@ -78,8 +81,13 @@ def chunked_loss_sum(hidden, head, targets, weights, softcap: float | None = Non
     import jax
     import jax.numpy as jnp
 
-    rows, seq, width = hidden.shape
+    rows, seq, _ = hidden.shape
     step = positions_per_chunk(rows, head.shape[0])
+    if step >= seq:
+        # One chunk is the whole sequence: its logits exist in full either way, and the
+        # backward needs them first (the loss is the step's last op), so recomputing
+        # them would save no memory and cost a second pass through the head.
+        return weighted_token_losses(head_logits(hidden, head, softcap), targets, weights)
     pad = (-seq) % step
     if pad:  # padded positions carry weight 0: they add nothing to the sum
         hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
