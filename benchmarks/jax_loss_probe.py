@@ -1,7 +1,8 @@
-"""Worker for tests/backends/test_jax_loss_kernels.py, run in the backend's own
-interpreter (torchax: the project's, or BENCH_PYTHON_TORCHAX; jax-tunix: BENCH_PYTHON_JAX_TUNIX).
+"""The JAX backends' loss kernels probed, in the backend's own interpreter (torchax: the
+project's, or BENCH_PYTHON_TORCHAX; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by
+tests/backends/test_jax_loss_kernels.py and by bench_train_execution.py (memory only).
 
-    python tests/backends/jax_loss_probe.py torchax|jax-tunix
+    PYTHONPATH=. python benchmarks/jax_loss_probe.py torchax|jax-tunix [memory]
 
 Prints one JSON line: for a tiny fp32 LoRA model, the plain and chunked kernels' loss
 and LoRA gradients, each from its own jit of the backend's own loss function (plain is
@@ -144,14 +145,14 @@ def torchax_memory() -> dict:
     }
 
 
-def torchax_probe() -> dict:
+def torchax_probe(parity: bool = True) -> dict:
     from backends.torchax_jax.backend import configure_jax
 
     configure_jax(1)
     import torchax
 
     torchax.default_env()
-    return {"parity": torchax_parity(), "temp_bytes": torchax_memory()}
+    return {"parity": torchax_parity() if parity else None, "temp_bytes": torchax_memory()}
 
 
 # ---------------------------------------------------------------- jax-tunix
@@ -249,10 +250,10 @@ def tunix_memory() -> dict:
     return found
 
 
-def tunix_probe() -> dict:
-    return {"parity": tunix_parity(), "temp_bytes": tunix_memory()}
+def tunix_probe(parity: bool = True) -> dict:
+    return {"parity": tunix_parity() if parity else None, "temp_bytes": tunix_memory()}
 
 
 if __name__ == "__main__":
     probe = {"torchax": torchax_probe, "jax-tunix": tunix_probe}[sys.argv[1]]
-    print(json.dumps(probe()))
+    print(json.dumps(probe(parity=sys.argv[2:] != ["memory"])))
