@@ -20,12 +20,12 @@ import numpy as np
 
 ROWS, SEQ = 3, 12
 BIG_VOCAB, BIG_ROWS, BIG_SEQ = 262_144, 4, 512
-TINY_ARCH = {  # tiny-gemma3's shape at a smaller vocabulary
+TINY_ARCH = {  # one tiny Gemma 3 layer (a sliding-window one), vocabulary 1,000
     "family": "gemma3",
     "vocab_size": 1000,
     "hidden_size": 32,
     "intermediate_size": 64,
-    "num_layers": 2,
+    "num_layers": 1,
     "num_heads": 2,
     "num_kv_heads": 1,
     "head_dim": 16,
@@ -33,7 +33,7 @@ TINY_ARCH = {  # tiny-gemma3's shape at a smaller vocabulary
     "sliding_window": 8,
     "query_pre_attn_scalar": 16,
 }
-BIG_ARCH = {**TINY_ARCH, "vocab_size": BIG_VOCAB, "num_layers": 1, "hidden_size": 16, "intermediate_size": 16}
+BIG_ARCH = {**TINY_ARCH, "vocab_size": BIG_VOCAB, "hidden_size": 16, "intermediate_size": 16}
 
 
 def several_chunks(vocab: int, rows: int, positions: int) -> None:
@@ -157,7 +157,7 @@ def torchax_probe(parity: bool = True) -> dict:
 
 # ---------------------------------------------------------------- jax-tunix
 def tunix_model(arch, abstract: bool = False):
-    """Tunix's Gemma 3 with Qwix LoRA on q, o and down (fp32), B given values."""
+    """Tunix's Gemma 3 with Qwix LoRA on q, o and down (fp32), every weight random."""
     import jax
     from flax import nnx
     from tunix.models.gemma3 import model as gemma3
@@ -171,17 +171,20 @@ def tunix_model(arch, abstract: bool = False):
     train = SimpleNamespace(lora=lora, seed=0)
 
     def make():
-        model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=0))  # Tunix's own init
+        model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=0))
         return tunix_model.apply_lora(model, train, config, mesh, "fp32")
 
+    with mesh:  # shapes only: Tunix's eager init and Qwix's eager pass would compile op by op
+        shapes = nnx.eval_shape(make)
     if abstract:
-        with mesh:
-            return nnx.eval_shape(make), mesh
-    model = make()
-    adapters = nnx.state(model, nnx.LoRAParam)  # B starts at zero: give every adapter values
-    keys = iter(jax.random.split(jax.random.key(2), len(jax.tree.leaves(adapters))))
-    nnx.update(model, jax.tree.map(lambda a: 0.02 * jax.random.normal(next(keys), a.shape, a.dtype), adapters))
-    return model, mesh
+        return shapes, mesh
+    # Every weight N(0, 0.02^2), LoRA's B included (not zero: its A gets gradients), drawn
+    # by numpy: JAX's generator compiles a program per shape, tens of seconds on this CPU.
+    graphdef, state = nnx.split(shapes)
+    leaves, tree = jax.tree.flatten(state)
+    rng = np.random.default_rng(2)
+    drawn = [jax.numpy.asarray(0.02 * rng.standard_normal(a.shape), a.dtype) for a in leaves]
+    return nnx.merge(graphdef, jax.tree.unflatten(tree, drawn)), mesh
 
 
 def tunix_grad(model, kernel: str):
