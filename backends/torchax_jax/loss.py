@@ -10,7 +10,8 @@ loss tokens, by the option `loss_kernel` (backends/jax_common/loss.py):
   nothing here (JAX differentiates the traced step), so the hidden states cross to JAX
   (`torchax.interop.jax_view`: the same arrays, no copy) and the chunks run under
   `jax.lax.scan` with a `jax.checkpoint`ed body: one chunk at a time, its logits
-  recomputed in the backward, so only one chunk's fp32 logits ever exist.
+  recomputed in the backward, so only one chunk's fp32 logits ever exist (where one
+  chunk holds the whole sequence, it is one pass without the recompute).
 """
 
 from __future__ import annotations
