@@ -6,7 +6,9 @@ and the CPU answers by counting (backends/torch_common/syncs.py, backends/jax_co
 - host syncs inside each step (the timing sync excluded): 0 is the target everywhere;
 - graph breaks of the torch backend's compiled step (model + chunked loss): 0 on Gemma 3;
 - peak memory the loss adds at Gemma 3's vocabulary (262,144) x 512 tokens x 4 rows:
-  plain cross-entropy on full fp32 logits against the chunked kernel.
+  plain cross-entropy on full fp32 logits against the chunked kernel (torch: peak RSS of
+  the run; torchax and jax-tunix: the compiled loss + gradients' temporary bytes from
+  XLA's memory analysis, benchmarks/jax_loss_probe.py, compiled and never run).
 
     python benchmarks/bench_train_execution.py [--skip-memory] [--only TEXT]
 
@@ -98,6 +100,27 @@ def loss_peaks() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def jax_loss_temps() -> dict:
+    """Each JAX backend's compile-time temporary bytes for the loss and its gradients, per
+    kernel, at the same size (benchmarks/jax_loss_probe.py in the backend's interpreter;
+    compiled by XLA, never run). A backend whose interpreter is missing is skipped."""
+    from harness.registry import interpreter_for, worker_env
+
+    found = {}
+    for backend, variable in (("torchax", None), ("jax-tunix", "BENCH_PYTHON_JAX_TUNIX")):
+        if variable and not os.environ.get(variable):
+            found[backend] = {"skipped": f"{variable} is not set"}
+            continue
+        command = [interpreter_for(backend), str(ROOT / "benchmarks" / "jax_loss_probe.py"), backend, "memory"]
+        env = {**worker_env(), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
+        if done.returncode:
+            found[backend] = {"failed": done.stderr[-500:]}
+            continue
+        found[backend] = json.loads(done.stdout.strip().splitlines()[-1])["temp_bytes"]
+    return found
+
+
 def run_facts(label: str, args: list[str], out: Path) -> dict:
     """One short tiny run; its host syncs per step and compile facts from the record."""
     for backend, variable in OWN_PYTHON.items():
@@ -124,7 +147,7 @@ def run_facts(label: str, args: list[str], out: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-memory", action="store_true", help="skip the loss-kernel memory probe (~2 min)")
+    parser.add_argument("--skip-memory", action="store_true", help="skip the loss-kernel memory probes (~3 min)")
     parser.add_argument("--only", default="", help="run only the runs whose label contains this text")
     args = parser.parse_args()
     chosen = [(label, a) for label, a in RUNS.items() if args.only in label]
@@ -148,7 +171,15 @@ def main() -> int:
                 f"loss {kernel:8} peak +{m['peak_bytes'] / 2**30:.2f} GiB in {m['seconds']:.1f} s, loss {m['loss']:.3f}"
             )
         print(f"chunked / plain peak memory: {ratio:.3f} (target <= 0.25)")
-    print(json.dumps({"runs": runs, "loss_memory": memory}, indent=1))
+    jax_memory = None if args.skip_memory else jax_loss_temps()
+    for backend, temps in (jax_memory or {}).items():
+        if "plain" not in temps:
+            print(f"loss {backend}: {temps.get('skipped') or 'failed: ' + temps['failed'][-80:]}")
+            continue
+        for kernel in ("chunked", "plain"):
+            print(f"loss {backend} {kernel:8} compiled temp {temps[kernel] / 2**30:.2f} GiB (XLA memory analysis)")
+        print(f"{backend} chunked / plain compiled temp: {temps['chunked'] / temps['plain']:.3f} (target <= 0.25)")
+    print(json.dumps({"runs": runs, "loss_memory": memory, "jax_loss_temp_bytes": jax_memory}, indent=1))
     return 0
 
 

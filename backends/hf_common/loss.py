@@ -23,15 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from backends.loss_chunks import chunk_tokens_for
 from harness.data.batches import IGNORE_INDEX
-
-# Tokens per chunk: 2^28 bytes of fp32 logits (256 MiB) whatever the vocabulary, at
-# least one token. At 262,144 entries that is 256 tokens a chunk.
-CHUNK_LOGIT_BYTES = 1 << 28
-
-
-def chunk_tokens_for(vocab_size: int) -> int:
-    return max(1, CHUNK_LOGIT_BYTES // (4 * vocab_size))
 
 
 def shifted_labels(labels: torch.Tensor) -> torch.Tensor:

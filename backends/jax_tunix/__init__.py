@@ -3,6 +3,8 @@ PeftTrainer on an fsdp x tp mesh (W3's JAX stack; TPU, GPU, or virtual CPU devic
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from backends.declare import declared_backend
@@ -24,6 +26,17 @@ class JaxTunixOptions(BackendOptions):
     # PyTorch run can load, for loss parity from identical weights. Targets Tunix adapts
     # one by one only (q, o, gate, up, down); rank and alpha must be the run's.
     lora_init: str | None = None
+    # The LM head and cross-entropy (backends/jax_common/loss.py): chunked never holds
+    # the full fp32 logits (head and loss a chunk of positions at a time, each chunk
+    # recomputed in the backward); plain is the model's own logits (the reference);
+    # auto = chunked.
+    loss_kernel: Literal["auto", "chunked", "plain"] = "auto"
+    # Which activations Tunix's Gemma 3 recomputes when train.gradient_checkpointing is
+    # true (Tunix's RematConfig): block = attention and MLP each under nnx.remat (their
+    # inputs kept), decoder = the whole decoder layer under one nnx.remat (only the
+    # layer's input kept: less memory, the same recompute); auto = block. With
+    # gradient checkpointing off nothing is recomputed and only auto or none is valid.
+    remat: Literal["auto", "none", "block", "decoder"] = "auto"
 
 
 BACKEND_INFO = declared_backend(__file__, JaxTunixOptions)

@@ -32,8 +32,9 @@ def abstract_state(scenario, plan, mesh):
 
     from backends.jax_tunix import model as tunix_model
 
+    remat = tunix_model.remat_policy(plan.gradient_checkpointing, _options(scenario).remat)
     config = tunix_model.tunix_config(
-        tunix_model.scenario_architecture(scenario), tunix_model.stored_dtype(plan), plan.gradient_checkpointing
+        tunix_model.scenario_architecture(scenario), tunix_model.stored_dtype(plan), remat
     )
     lora = plan.method == "lora"
     if lora:
@@ -50,15 +51,20 @@ def abstract_state(scenario, plan, mesh):
     return nnx.split((model, optimizer)), lora
 
 
+def _options(scenario):
+    """The scenario's jax-tunix options, validated as the backend's own are."""
+    from backends.jax_tunix import BACKEND_INFO
+
+    return BACKEND_INFO.options.model_validate(scenario.backend_options.get(BACKEND_INFO.name, {}))
+
+
 def _refuse_fused_targets(scenario, plan, config) -> None:
     """The backend's own rule (JaxTunixBackend._check_lora_targets): peft's separate k/v
     adapters are refused unless the option `fuse_kv_lora` accepts Tunix's fused one."""
-    from backends.jax_tunix import BACKEND_INFO
     from backends.jax_tunix.model import fused_lora_targets
 
     fused = fused_lora_targets(plan.lora_targets, config.num_heads == config.num_kv_heads)
-    options = BACKEND_INFO.options.model_validate(scenario.backend_options.get(BACKEND_INFO.name, {}))
-    if fused and not options.fuse_kv_lora:
+    if fused and not _options(scenario).fuse_kv_lora:
         raise ValueError(
             f"train.lora.target_modules: {', '.join(fused)} share one fused einsum in Tunix's Gemma 3; drop "
             "them, or set backend_options.jax-tunix.fuse_kv_lora: true to compile the fused adapter instead"
@@ -80,13 +86,14 @@ def _shardings(state, mesh):
     )
 
 
-def train_step_fn(graphdef, lora: bool, compute_dtype):
-    """PeftTrainer's step for one micro-batch, as a pure function of (state, batch)."""
+def train_step_fn(graphdef, lora: bool, compute_dtype, loss_kernel: str):
+    """PeftTrainer's step for one micro-batch, as a pure function of (state, batch), with
+    the backend's own loss function (trainer.step_loss_fn) and loss kernel."""
     from flax import nnx
 
     from backends.jax_tunix.trainer import model_input, step_loss_fn
 
-    loss_fn = step_loss_fn(compute_dtype, {})
+    loss_fn = step_loss_fn(compute_dtype, {}, loss_kernel)
 
     def tunix_train_step(state, batch):
         model, optimizer = nnx.merge(graphdef, state)
@@ -124,7 +131,10 @@ def compile_shapes(scenario, plan, devices, seq_lens: list[int]) -> list[list[di
     mesh = jax_common.mesh(devices[: plan.devices], plan.mesh, {"fsdp": "fsdp", "tensor": "tp"})
     (graphdef, state), lora = abstract_state(scenario, plan, mesh)
     shardings = _shardings(state, mesh)
-    step = train_step_fn(graphdef, lora, jnp_dtype(plan.precision.compute))
+    from backends.jax_common.loss import resolve_kernel
+
+    kernel = resolve_kernel(_options(scenario).loss_kernel)
+    step = train_step_fn(graphdef, lora, jnp_dtype(plan.precision.compute), kernel)
     jitted = jax.jit(step, donate_argnums=(0,), out_shardings=(shardings, NamedSharding(mesh, PartitionSpec())))
     placed = aot.sharded(state, shardings)
     rows = NamedSharding(mesh, PartitionSpec("fsdp"))

@@ -28,6 +28,7 @@ from harness.loop import LoopResult, WindowSample, recorder_for
 from harness.provenance import module_versions
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
+ATTENTION = "xla einsum attention, Tunix's own"
 
 
 def distinct_row_shards(array) -> int:
@@ -77,6 +78,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         distributed.initialize(self.plan)
         import jax
 
+        from backends.jax_common.loss import resolve_kernel
         from backends.jax_tunix import model as tunix_model
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
@@ -85,10 +87,10 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         if len(self.devices) != self.plan.devices:
             raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
+        self.loss_kernel = resolve_kernel(self.options.loss_kernel)
+        self.remat = tunix_model.remat_policy(self.plan.gradient_checkpointing, self.options.remat)
         config = tunix_model.tunix_config(
-            tunix_model.scenario_architecture(self.scenario),
-            tunix_model.stored_dtype(self.plan),
-            self.plan.gradient_checkpointing,
+            tunix_model.scenario_architecture(self.scenario), tunix_model.stored_dtype(self.plan), self.remat
         )
         self._check_lora_targets(config)
         self.model = tunix_model.build(self.scenario, self.plan, config, self.mesh, self.options.lora_init)
@@ -137,6 +139,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             accumulation=plan.accumulation,
             max_inflight=self.options.max_inflight_steps,
             compute_dtype=self.compute_dtype,
+            loss_kernel=self.loss_kernel,
         )
         feed = TrainerFeed(self, batches, measured=plan.steps)
         self.trainer.with_data_hooks(tunix_trainer.HarnessData(feed.next_micro_batch))
@@ -230,10 +233,18 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
 
     def execution(self) -> dict[str, Any]:
         """Execution choices beyond the plan (trainer.py says why each)."""
+        from backends.jax_common.loss import kernel_facts
+
         return {
             "trainer": "tunix PeftTrainer",
             "trainer_metrics": "written when the trainer closes (no per-step host reads)",
             "max_inflight_steps": self.options.max_inflight_steps,
+            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, self.config.num_embed),
+            # Tunix's RematConfig, from train.gradient_checkpointing and the option remat.
+            "remat": self.remat,
+            # Tunix's Gemma 3 attention is its own einsums and softmax (Attention.block in
+            # tunix/models/gemma3/model.py), with no switch to jax.nn.dot_product_attention.
+            "attention": ATTENTION,
         }
 
     def extra_facts(self) -> dict[str, Any]:

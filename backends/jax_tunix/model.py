@@ -70,9 +70,25 @@ def jnp_dtype(name: str):
     return jnp.dtype(DTYPES[name])
 
 
-def tunix_config(arch: dict[str, Any], param_dtype: str, remat: bool):
+def remat_policy(gradient_checkpointing: bool, option: str) -> str:
+    """Tunix's remat policy (RematConfig's name, lower case) for the plan's
+    `train.gradient_checkpointing` and the option `backend_options.jax-tunix.remat`:
+    the plan says whether activations are recomputed, the option says which."""
+    if option == "auto":
+        return "block" if gradient_checkpointing else "none"
+    if (option == "none") == gradient_checkpointing:
+        plan = "true" if gradient_checkpointing else "false"
+        raise ValueError(
+            f"backend_options.jax-tunix.remat: {option} contradicts train.gradient_checkpointing: {plan} "
+            "(none recomputes nothing; block and decoder recompute); use auto, or change the plan"
+        )
+    return option
+
+
+def tunix_config(arch: dict[str, Any], param_dtype: str, remat: str):
     """Tunix's `ModelConfig` for our architecture fields, its weights made in
-    `param_dtype` (a plan dtype name); refuses what it cannot build."""
+    `param_dtype` (a plan dtype name), recomputing activations by `remat`
+    (`remat_policy`); refuses what it cannot build."""
     from tunix.models.gemma3 import model as gemma3
 
     if arch.get("family", "gemma3") != "gemma3":
@@ -99,7 +115,7 @@ def tunix_config(arch: dict[str, Any], param_dtype: str, remat: bool):
         local_base_frequency=int(arch.get("rope_local_theta", 1e4)),
         global_base_frequency=int(arch.get("rope_theta", 1e6)),
         query_pre_attn_norm=query_norm,
-        remat_config=gemma3.RematConfig.BLOCK if remat else gemma3.RematConfig.NONE,
+        remat_config=gemma3.RematConfig[remat.upper()],
         param_dtype=jnp_dtype(param_dtype),
     )
 
@@ -289,6 +305,24 @@ def in_compute_dtype(model, dtype):
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     cast = jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, params)
     return nnx.merge(graphdef, cast, rest)
+
+
+def final_hidden_states(model, tokens, positions, attention_mask):
+    """The hidden states after Tunix's Gemma 3 final norm: what its LM head
+    (`embedder.decode`, the tied embedding) turns into logits. Through the model's own
+    `__call__` with Tunix's flag `output_hidden_states`, which sows them (nnx.Intermediate,
+    `all_hidden_states`): Qwix applies LoRA by intercepting that `__call__`, so calling
+    the layers one by one would run them without their adapters. The logits the call
+    also returns are never used, so XLA drops them (dead code): the compiled loss holds
+    no full logits (tests/backends/test_jax_loss_kernels.py compiles both kernels and
+    compares their temporary memory). The sown value is popped again, so the model keeps
+    no activation. Tunix's Gemma 3 has no final logit soft cap (nor has HF's Gemma 3:
+    `final_logit_softcapping` is None)."""
+    from flax import nnx
+
+    model(tokens, positions, None, attention_mask, output_hidden_states=True)
+    (hidden,) = nnx.pop(model, nnx.Intermediate)["all_hidden_states"].value
+    return hidden
 
 
 def logits_dtype(model, mesh, dtype) -> Any:

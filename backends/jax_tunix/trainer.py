@@ -12,7 +12,8 @@
   returns k * (its loss sum) / (the step's loss tokens); MultiSteps averages the k
   gradients, which gives the gradient of sum / tokens. The same value comes back as aux.
   The forward pass runs in the plan's compute dtype (`model.in_compute_dtype`); the
-  logits' dtype is recorded when the step is traced.
+  logits' dtype is recorded when the step is traced. The head and cross-entropy run by
+  the option `loss_kernel`: chunked (never the full fp32 logits) or plain.
 - `_post_process_train_step` (Tunix's hook for aux) keeps each micro-batch's loss, still
   on the device, and stamps when its dispatch returned.
 
@@ -31,27 +32,45 @@ import optax
 from tunix.sft import hooks, peft_trainer, sharding_utils
 from tunix.sft import utils as sft_utils
 
-from backends.jax_tunix.model import in_compute_dtype
+from backends.jax_tunix.model import final_hidden_states, in_compute_dtype
 
 
-def step_loss_fn(compute_dtype, seen: dict[str, Any]) -> Callable:
-    """The trainer's loss function, running the forward pass in `compute_dtype`. A
+def step_loss_fn(compute_dtype, seen: dict[str, Any], kernel: str) -> Callable:
+    """The trainer's loss function, running the forward pass in `compute_dtype`, its head
+    and cross-entropy by `kernel` (chunked or plain: backends/jax_common/loss.py). A
     closure, not a partial: nnx.value_and_grad resolves keyword arguments to positions."""
+    token_losses = _chunked_token_losses if kernel == "chunked" else _plain_token_losses
 
     def step_loss(model, input_tokens, input_mask, positions, attention_mask, loss_scale):
         """Next-token cross-entropy on the trained tokens, summed, each row times its scale
         (the step's, on every row so that the scale shards with the rows). `input_mask`
         marks trained tokens (the harness's labels != -100). `seen["compute"]` gets the
         logits' dtype when the step is traced: what the model's matmuls produced."""
-        logits, _ = in_compute_dtype(model, compute_dtype)(input_tokens, positions, None, attention_mask)
-        seen["compute"] = logits.dtype
-        losses = optax.softmax_cross_entropy_with_integer_labels(
-            logits[:, :-1].astype(jnp.float32), input_tokens[:, 1:]
-        )
-        loss = jnp.sum(jnp.sum(losses * input_mask[:, 1:], axis=1) * loss_scale)
+        model = in_compute_dtype(model, compute_dtype)
+        loss = token_losses(model, input_tokens, input_mask, positions, attention_mask, loss_scale, seen)
         return loss, jax.lax.stop_gradient(loss)
 
     return step_loss
+
+
+def _plain_token_losses(model, tokens, trained, positions, attention_mask, loss_scale, seen):
+    """The model's own forward: its full logits, upcast to fp32 (the reference)."""
+    logits, _ = model(tokens, positions, None, attention_mask)
+    seen["compute"] = logits.dtype
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1].astype(jnp.float32), tokens[:, 1:])
+    return jnp.sum(jnp.sum(losses * trained[:, 1:], axis=1) * loss_scale)
+
+
+def _chunked_token_losses(model, tokens, trained, positions, attention_mask, loss_scale, seen):
+    """The final hidden states, then the tied head (the embedding, as Tunix's
+    `embedder.decode`) and cross-entropy a chunk of positions at a time."""
+    from backends.jax_common.loss import chunked_loss_sum, next_token_targets
+
+    hidden = final_hidden_states(model, tokens, positions, attention_mask)
+    head = model.embedder.input_embedding.value
+    seen["compute"] = jnp.result_type(hidden.dtype, head.dtype)
+    targets, weights = next_token_targets(tokens, trained)
+    return chunked_loss_sum(hidden, head, targets, weights * loss_scale[:, None])
 
 
 def model_input(batch: dict[str, Any]) -> dict[str, Any]:
@@ -103,13 +122,13 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
     """PeftTrainer that keeps each micro-batch's loss (a device array) and the time its
     dispatch returned; nothing else about the trainer changes."""
 
-    def __init__(self, *args, compute_dtype, **kwargs) -> None:
+    def __init__(self, *args, compute_dtype, loss_kernel: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.micro_losses: list[Any] = []
         self.dispatched_at: list[float] = []
         self.deferred_metrics: list[Any] = []  # Tunix's per-step metrics, written after the run
         self.seen: dict[str, Any] = {}  # what tracing the step saw: the logits' dtype
-        self.with_loss_fn(step_loss_fn(compute_dtype, self.seen), has_aux=True)
+        self.with_loss_fn(step_loss_fn(compute_dtype, self.seen, loss_kernel), has_aux=True)
         self.with_gen_model_input_fn(model_input)
 
     def _post_process_train_step(self, aux: Any) -> None:
@@ -136,7 +155,7 @@ class ObservedPeftTrainer(peft_trainer.PeftTrainer):
 
 
 def new_trainer(
-    model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int, compute_dtype
+    model, optimizer, *, max_steps: int, accumulation: int, max_inflight: int, compute_dtype, loss_kernel: str
 ) -> ObservedPeftTrainer:
     config = peft_trainer.TrainingConfig(
         eval_every_n_steps=max_steps + 1,
@@ -147,4 +166,4 @@ def new_trainer(
         data_sharding_axis=("fsdp",),
         pbar_description=None,
     )
-    return ObservedPeftTrainer(model, optimizer, config, compute_dtype=compute_dtype)
+    return ObservedPeftTrainer(model, optimizer, config, compute_dtype=compute_dtype, loss_kernel=loss_kernel)

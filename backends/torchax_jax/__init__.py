@@ -6,12 +6,20 @@ beside PyTorch/XLA and a JAX rewrite."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from backends.declare import declared_backend
 from harness.backend import BackendOptions
 
 
 class TorchaxOptions(BackendOptions):
-    """No options: the plan says everything (on a CPU, parallel.devices virtual devices)."""
+    """Execution only: the plan says the work (on a CPU, parallel.devices virtual devices)."""
+
+    # The LM head and cross-entropy (backends/jax_common/loss.py): chunked runs the HF
+    # model's base, then the head and cross-entropy in JAX a chunk of positions at a
+    # time, each chunk recomputed in the backward (never the full fp32 logits); plain is
+    # the model's own forward and logits (the reference); auto = chunked.
+    loss_kernel: Literal["auto", "chunked", "plain"] = "auto"
 
 
 BACKEND_INFO = declared_backend(__file__, TorchaxOptions)

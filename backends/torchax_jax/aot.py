@@ -15,13 +15,9 @@ from typing import Any
 
 from backends import jax_common
 from backends.jax_common import aot
-from backends.torchax_jax.backend import (
-    MESH_AXES,
-    apply_step_function,
-    configure_jax,
-    forward_logits,
-    grad_step_function,
-)
+from backends.jax_common.loss import resolve_kernel
+from backends.torchax_jax.backend import MESH_AXES, apply_step_function, configure_jax, grad_step_function
+from backends.torchax_jax.loss import micro_batch_loss
 
 
 def abstract_model(scenario, plan):
@@ -33,6 +29,13 @@ def abstract_model(scenario, plan):
     with torch.device("meta"):
         model = cast_to_plan(apply_lora(build_model(scenario), scenario), plan.precision)
     return model
+
+
+def _options(scenario):
+    """The scenario's torchax options, validated as the backend's own are."""
+    from backends.torchax_jax import BACKEND_INFO
+
+    return BACKEND_INFO.options.model_validate(scenario.backend_options.get(BACKEND_INFO.name, {}))
 
 
 def _struct(tensor):
@@ -57,6 +60,7 @@ class AbstractStep:
         constants = {**{n: p for n, p in params.items() if not p.requires_grad}, **dict(self.model.named_buffers())}
         self.buffers = {n: _struct(t) for n, t in constants.items()}
         self.optimizer = jax_common.optax_optimizer(scenario.train, plan.lr)
+        self.loss_kernel = resolve_kernel(_options(scenario).loss_kernel)
 
     def _sharding(self, spec=()):
         from jax.sharding import NamedSharding, PartitionSpec
@@ -75,12 +79,6 @@ class AbstractStep:
 
         return jax.tree_util.tree_map(place, tree)
 
-    def _loss(self, weights, buffers, ids, mask, labels, normaliser):
-        from backends.hf_common.model import token_loss_sum
-
-        logits = forward_logits(self.model, weights, buffers, ids, mask)
-        return token_loss_sum(logits, labels) / normaliser
-
     def grad_program(self, seq_len: int) -> dict[str, Any]:
         import jax
         import jax.numpy as jnp
@@ -91,7 +89,8 @@ class AbstractStep:
             (self.plan.rows_per_forward, seq_len), jnp.int32, sharding=self._sharding((MESH_AXES,))
         )
         out = jax.tree_util.tree_map(lambda a: a.sharding, carry)
-        jitted = jax.jit(grad_step_function(self._loss), donate_argnums=(6,), out_shardings=out)
+        loss = micro_batch_loss(self.model, self.loss_kernel, {})  # the backend's own loss
+        jitted = jax.jit(grad_step_function(loss), donate_argnums=(6,), out_shardings=out)
         args = (weights, self._placed(self.buffers), rows, rows, rows, carry[0], carry)
         return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation)
 

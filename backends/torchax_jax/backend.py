@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 from backends import jax_common
-from backends.hf_common.model import apply_lora, build_model, cast_to_plan, model_facts, token_loss_sum
+from backends.hf_common.loss import causal_lm
+from backends.hf_common.model import apply_lora, build_model, cast_to_plan, model_facts
 from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.jax_common import distributed
 from backends.torchax_jax.compat import allow_removed_named_overloads
@@ -67,7 +68,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
+        from backends.jax_common.loss import resolve_kernel
+
         self._refuse_what_torchax_cannot_run()
+        self.loss_kernel = resolve_kernel(self.options.loss_kernel)
         # This host's share of the devices, then the job's other hosts joined (nothing
         # to join on one host): every process then sees every host's devices.
         configure_jax(self.plan.devices // self.plan.hosts)
@@ -84,7 +88,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         self.optimizer = jax_common.optax_optimizer(self.scenario.train, self.plan.lr)
         self.opt_state = self._place(self.optimizer.init(self.weights))
         self.carry = self._zero_carry()
-        self.compute_dtype = None  # measured: the logits' dtype when the step is traced
+        self.seen = {}  # measured while jit traces the step: "compute", the logits' dtype
         self.row_shards = set()  # the distinct row blocks the devices were handed
         self.grad_fn, self.apply_fn = self._grad_step(), self._apply_step()
         return facts
@@ -185,15 +189,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         call finds the shardings it was compiled for (else it would recompile)."""
         import jax
 
-        step = grad_step_function(self._micro_batch_loss)
-        return jax.jit(step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
+        from backends.torchax_jax.loss import micro_batch_loss
 
-    def _micro_batch_loss(self, weights, buffers, ids, mask, labels, normaliser):
-        """Torch side (torchax tensors): sum of the token losses over the step's loss
-        tokens, so the micro-batches of a step add up to the torch backend's loss."""
-        logits = forward_logits(self.model, weights, buffers, ids, mask)
-        self.compute_dtype = logits.dtype  # static: recorded while jit traces
-        return token_loss_sum(logits, labels) / normaliser
+        step = grad_step_function(micro_batch_loss(self.model, self.loss_kernel, self.seen))
+        return jax.jit(step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
 
     def _apply_step(self):
         """jit(bench_apply_step): the optax update of one optimizer step. It returns a
@@ -260,7 +259,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
             "trainable_params": _joined(a.dtype for a in self.weights.values()),
             "frozen_params": _joined(self.buffers[n].dtype for n in self.frozen_names),
             "optimizer_state": self._optimizer_state_dtype(),
-            "compute": torch_dtype_name(self.compute_dtype) if self.compute_dtype is not None else None,
+            "compute": torch_dtype_name(self.seen["compute"]) if "compute" in self.seen else None,
         }
         return {"dtypes": {k: v for k, v in dtypes.items() if v}, "distinct_row_shards": len(self.row_shards)}
 
@@ -271,6 +270,17 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         leaves = jax.tree_util.tree_leaves(self.opt_state)
         return _joined(a.dtype for a in leaves if a.ndim > 0 and jax.numpy.issubdtype(a.dtype, jax.numpy.floating))
+
+    def execution(self) -> dict[str, Any]:
+        """Execution choices beyond the plan: the loss kernel (loss.py says why), and the
+        attention HF's model runs (its `attn_implementation`, lowered by torchax)."""
+        from backends.jax_common.loss import kernel_facts
+
+        vocab = causal_lm(self.model).config.vocab_size
+        return {
+            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab),
+            "attention": attention_facts(self.model),
+        }
 
     def extra_facts(self) -> dict[str, Any]:
         specs = [str(a.sharding.spec) for a in [*self.weights.values(), *self.buffers.values()]]
@@ -286,13 +296,6 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
     def versions(self) -> dict[str, str]:
         return module_versions("torch", "torchax", "jax", "optax", "transformers", "peft")
-
-
-def forward_logits(model, weights, buffers, ids, mask):
-    """The model's logits with `weights` and `buffers` standing in for its own tensors
-    (torch side: torchax tensors, or shapes when compiled ahead of time)."""
-    kwargs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
-    return torch.func.functional_call(model, {**weights, **buffers}, args=(), kwargs=kwargs).logits
 
 
 def grad_step_function(micro_batch_loss):
@@ -325,6 +328,15 @@ def apply_step_function(optimizer):
         return weights, opt_state, zeros, jax_common.applied_lr_array(opt_state)
 
     return bench_apply_step
+
+
+def attention_facts(model) -> str:
+    """The attention the step runs: HF's implementation (model.attention), as torchax
+    lowers it. torchax 0.0.13 lowers torch's scaled_dot_product_attention to its own
+    matmul + softmax reference (`_sdpa_reference`, torchax/ops/jtorch.py), never
+    jax.nn.dot_product_attention, so neither path reaches cuDNN flash or splash."""
+    implementation = causal_lm(model).config._attn_implementation
+    return f"HF {implementation} attention, lowered by torchax to XLA matmul + softmax"
 
 
 def _joined(dtypes) -> str | None:

@@ -420,7 +420,7 @@ from harness.presets import MODEL_PRESETS
 
 counts = {}
 for name in sys.argv[1:]:
-    config = tunix_config(MODEL_PRESETS[name], "bf16", remat=False)
+    config = tunix_config(MODEL_PRESETS[name], "bf16", remat="none")
     shapes = nnx.eval_shape(lambda: gemma3.Gemma3(config, rngs=nnx.Rngs(0)))  # no memory
     counts[name] = sum(leaf.size for leaf in jax.tree.leaves(nnx.state(shapes)))
 print(json.dumps(counts))

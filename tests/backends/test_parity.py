@@ -140,6 +140,18 @@ def test_pytorch_model_backends_match_the_torch_backends_losses(records):
             assert steps(record, "loss") == pytest.approx(expected, rel=1e-3), label
 
 
+def test_jax_backends_ran_the_chunked_loss_by_default_and_say_so(records):
+    """loss_kernel auto is chunked on torchax and jax-tunix (their losses above are the
+    chunked kernel's); the record states it, with jax-tunix's remat and attention."""
+    for label in ("torchax", "jax-tunix"):
+        if label in records:
+            execution = records[label]["raw"]["execution"]
+            assert execution["loss_kernel"] == "chunked" and execution["loss_chunk_positions"] >= 1, label
+            assert execution["attention"], label
+    if "jax-tunix" in records:
+        assert records["jax-tunix"]["raw"]["execution"]["remat"] == "none"  # gradient checkpointing off
+
+
 def test_micro_batch_auto_chose_one_pass_and_matches_micro_1(records):
     """The work is fixed (rows per step); auto only changes its execution: here one
     forward pass of 2 rows per rank instead of 2 passes of 1, with the same losses."""
