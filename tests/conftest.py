@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,11 +26,70 @@ TEST_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "serial: times something against the wall clock; runs while no other test does (see run_alone_if_serial)",
+    )
     # One tokenizer cache for the session, never the user's.
     os.environ.setdefault("BENCH_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "bench-cache"))
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {TEST_XLA_FLAG}".strip()
+
+
+# pytest-xdist runs test files two at a time (`-n 2` in pyproject's addopts: CI's 2
+# cores are otherwise half idle while one process compiles). A test whose verdict rests on
+# wall-clock time (a slowed run against its baseline, a request rate, a deadline) is
+# marked `serial` and runs alone: it waits until the other worker's current test ends, and
+# that worker starts nothing new until it is done. A readers-writer lock on two files the
+# workers share: every test holds RUNNING shared, a serial one exclusive; TURNSTILE, held
+# by a serial test while it waits, stops new tests from starving it.
+def _lock_files() -> tuple[Path, Path] | None:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None  # one process: every test already runs alone
+    folder = Path(tempfile.gettempdir())
+    return folder / f"bench-tests-{run}.turnstile", folder / f"bench-tests-{run}.running"
+
+
+@contextlib.contextmanager
+def run_alone_if_serial(serial: bool):
+    files = _lock_files()
+    if files is None:
+        yield
+        return
+    with open(files[0], "a") as turnstile, open(files[1], "a") as running:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(running, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        if not serial:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(running, fcntl.LOCK_UN)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def pytest_collection_modifyitems(items):
+    """Files with real training or serving runs (`slow`) first, so that the two workers
+    end together on the quick files rather than one waiting on a late compile-heavy file
+    (xdist hands out files in this order: `--no-loadscope-reorder`); each file's serial
+    tests last, in their order, so its module fixtures (a server, a shared run) are
+    mostly built while the other worker still works."""
+    files: dict = {}
+    for item in items:
+        files.setdefault(item.path, [len(files), True])
+        if item.get_closest_marker("slow"):
+            files[item.path][1] = False
+    items.sort(
+        key=lambda item: (files[item.path][1], files[item.path][0], item.get_closest_marker("serial") is not None)
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with run_alone_if_serial(item.get_closest_marker("serial") is not None):
+        yield
 
 
 def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 
+@pytest.mark.serial
 def test_jax_compile_time_is_tracing_plus_lowering_plus_compiling():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp

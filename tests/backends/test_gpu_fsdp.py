@@ -132,6 +132,7 @@ def test_torch_compile_recompiles_once_per_new_shape_and_buckets_bound_them(tmp_
     assert bucketed["metrics"]["num_recompiles"] <= new_lengths_after_warmup(bucketed)
 
 
+@pytest.mark.serial
 def test_sft_trainer_mode_records_synchronised_contiguous_steps(tmp_path):
     path = write_scenario(tmp_path, TINY + "backend_options:\n  gpu-fsdp: {mode: sft_trainer}\n")
     done = bench("run", str(path), "--backend", "gpu-fsdp", "--results-dir", str(tmp_path / "r"), *SHORT)

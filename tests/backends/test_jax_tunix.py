@@ -184,6 +184,7 @@ def repeated_data_record(tmp_path_factory):
     )
 
 
+@pytest.mark.serial
 def test_loss_falls_over_20_steps_on_repeated_data(repeated_data_record):
     record = ok(repeated_data_record)
     losses = [s["loss"] for s in record["raw"]["loop"]["steps"]]
@@ -264,6 +265,7 @@ def test_fuse_kv_lora_trains_the_fused_adapter_and_says_so(padding_records):
     assert any("fuse_kv_lora" in note for note in record["raw"]["notes"])
 
 
+@pytest.mark.serial
 def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path, repeated_data_record):
     """A wider model does several times the device work per step: the recorded step time
     grows with it, while the time for the trainer's call to return (dispatch) takes

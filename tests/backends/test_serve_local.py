@@ -86,6 +86,7 @@ def one_at_a_time_trace(tmp_path, prompt_tokens: int, requests: int, output_toke
     return scenario(prompts=trace, num_requests=requests, load={"max_concurrency": 1})
 
 
+@pytest.mark.serial
 def test_a_512_token_prompt_costs_no_more_per_output_token_than_a_16_token_one(tmp_path):
     """With the cache, each new token attends to the prompt's cached keys: TPOT after
     a 512-token prompt within 1.3x of TPOT after a 16-token one (without it: 2.9x here).
@@ -103,6 +104,7 @@ def test_a_512_token_prompt_costs_no_more_per_output_token_than_a_16_token_one(t
     assert long / short <= 1.3, (short, long)
 
 
+@pytest.mark.serial
 def test_four_requests_in_flight_at_least_double_the_output_tokens_per_second():
     facts = {}
     for concurrency in (1, 4):
@@ -131,6 +133,7 @@ def test_four_requests_in_flight_at_least_double_the_output_tokens_per_second():
     assert "not a production server" in server["name"] and server["batching"].startswith("static batches")
 
 
+@pytest.mark.serial
 def test_a_trace_is_served_at_its_arrivals_and_a_burst_is_one_batch(tmp_path):
     rows = [(0, 30), (0, 40), (0, 20), (50, 25), (400, 30), (650, 10)]
     path = tmp_path / "trace.jsonl"

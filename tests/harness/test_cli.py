@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from harness import registry
 
 from conftest import bench
@@ -51,6 +53,7 @@ def test_run_with_an_unavailable_backend_exits_2_with_the_reason():
     assert "tunix" in done.stderr
 
 
+@pytest.mark.serial
 def test_probes_run_side_by_side_unless_the_accelerator_admits_one_process(monkeypatch):
     """Each probe is a worker process of seconds; on a TPU VM the chip admits one
     process at a time, so there they take turns (in parallel, all but one would read

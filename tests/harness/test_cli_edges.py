@@ -53,6 +53,7 @@ def spy_python(tmp_path) -> tuple[Path, Path]:
 
 
 # --------------------------------------------------------------------------- bench run
+@pytest.mark.serial
 @pytest.mark.parametrize("inside", ["", "sub/dir"])
 def test_a_results_dir_that_is_a_file_is_refused_before_any_work(tmp_path, spy_python, inside):
     wrapper, marker = spy_python
@@ -179,6 +180,7 @@ def test_backend_options_are_checked_before_any_probe(tmp_path, spy_python):
     assert not marker.exists()
 
 
+@pytest.mark.serial
 def test_a_cost_budget_without_a_price_is_refused_before_any_run(tmp_path):
     # No spot price for a CPU host in the catalog: the budget on $/run could never be checked.
     path = write_scenario(tmp_path, TINY + "cost: {pricing: spot}\nbudgets:\n  - {metric: usd_run, max: 1.0}\n")

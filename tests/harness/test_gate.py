@@ -98,6 +98,7 @@ def test_a_malformed_budgets_file_exits_2_naming_file_and_field(tmp_path, text, 
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
     """A sleep injected into every step (test-only hook) against an unslowed baseline."""

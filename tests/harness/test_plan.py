@@ -255,6 +255,7 @@ def test_plan_differences_name_what_differed():
         (["parallel.strategy=fsdp"], "parallel"),  # the old implementation-named field
     ],
 )
+@pytest.mark.serial
 def test_refused_before_any_work_with_one_line(tmp_path, sets, field):
     path = write_scenario(tmp_path, TINY)
     started = time.monotonic()

@@ -213,6 +213,7 @@ def fake_port():
     server.server_close()
 
 
+@pytest.mark.serial
 def test_a_trace_is_replayed_at_its_recorded_arrival_times(tmp_path, fake_port):
     """20 requests of a bursty trace: each is sent within 50 ms of its recorded arrival
     (measured from the first measured request's send)."""

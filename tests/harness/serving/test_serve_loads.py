@@ -73,9 +73,12 @@ def test_ramp_rates_follow_vllms_formulas():
     assert [rate_of(expo, i, 5) for i in range(5)] == pytest.approx([2, 4, 8, 16, 32])
 
 
+@pytest.mark.serial
 def test_a_ramps_achieved_rate_rises_as_stated(loaded_fake):
-    """Against a real server: the send times' rate over the first and last tenth of the
-    requests is the ramp's there (steady gamma gaps keep the noise small)."""
+    """Against a real server: the send times' rate over the first and last quarter of the
+    requests is the ramp's there (steady gamma gaps keep the noise small; a quarter's 11
+    gaps, not a tenth's 5, so one send delayed 40 ms by a busy event loop moves the last
+    quarter's rate by about 13%, not 45%, as it once did on CI)."""
     n = 50
     spec = serve_spec(
         loaded_fake,
@@ -86,9 +89,12 @@ def test_a_ramps_achieved_rate_rises_as_stated(loaded_fake):
     )
     facts = asyncio.run(drive(url(loaded_fake), bodies(n), spec, time.perf_counter()))
     sent = sorted(r["sent_s"] for r in facts["requests"])
-    for lo, hi in ((0, 6), (n - 6, n)):
+    achieved = []
+    for lo, hi in ((0, 12), (n - 12, n)):
         expected = (hi - lo - 1) / sum(1 / rate_of(spec.load, i, n) for i in range(lo, hi - 1))
-        assert (hi - lo - 1) / (sent[hi - 1] - sent[lo]) == pytest.approx(expected, rel=0.2)
+        achieved.append((hi - lo - 1) / (sent[hi - 1] - sent[lo]))
+        assert achieved[-1] == pytest.approx(expected, rel=0.2)
+    assert achieved[1] > 3 * achieved[0]  # about 8 req/s, then about 36
     assert all(r["error"] is None for r in facts["requests"])
 
 
@@ -104,6 +110,7 @@ def most_in_flight(requests: list[dict]) -> int:
     return most
 
 
+@pytest.mark.serial
 def test_max_concurrency_caps_an_open_loops_requests_in_flight():
     """Poisson arrivals at 200 req/s against requests held 0.15 s: uncapped, several are
     in flight at once; with max_concurrency 2, never more than 2 (the client's timestamps
@@ -127,6 +134,7 @@ def test_max_concurrency_caps_an_open_loops_requests_in_flight():
     assert seen[2] == (2, 2)
 
 
+@pytest.mark.serial
 def test_a_concurrency_sweep_writes_one_record_per_point_with_one_sweep_id(tmp_path, loaded_fake):
     """`sweep: {concurrency: [1, 2, 4]}` against the fake server: three records, one
     sweep id, each point a closed loop that keeps exactly its concurrency in flight."""
@@ -151,6 +159,7 @@ def test_a_concurrency_sweep_writes_one_record_per_point_with_one_sweep_id(tmp_p
 
 
 # --------------------------------------------------------------------------- bounds
+@pytest.mark.serial
 def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
     """A sweep whose first point alone would take 10 s, and a search, each limited to
     1.5 s: cut short on time, the rest not run, the unfinished requests errors."""
@@ -187,6 +196,7 @@ def test_sweep_and_search_stop_by_themselves_at_max_duration(loaded_fake):
     assert any(r["error"] and r["error"].startswith("not sent") for r in probe["requests"])
 
 
+@pytest.mark.serial
 def test_a_search_stops_at_max_steps_within_the_requests_it_promises(loaded_fake):
     """(2 + max_steps) x num_requests measured requests at most, each with a prompt of its
     own: low and high, then two bisection steps, though the bracket is still wide."""
@@ -210,6 +220,7 @@ def test_a_search_stops_at_max_steps_within_the_requests_it_promises(loaded_fake
 
 
 # --------------------------------------------------------------------------- SLO search
+@pytest.mark.serial
 @pytest.mark.slow
 def test_slo_search_finds_the_known_maximum_rate_within_one_step(tmp_path, loaded_fake):
     block = (

@@ -33,7 +33,7 @@ from harness.serving.prompts import build_prompts
 
 from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # every test times a live server or shares one that does
 VLLM_PYTHON = os.environ.get("BENCH_VLLM_PYTHON")
 FAKE = ROOT / "tests" / "fake_openai.py"
 OUTPUT_TOKENS, NUM_REQUESTS, WARMUP = 16, 8, 1
