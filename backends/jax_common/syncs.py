@@ -62,9 +62,21 @@ def _counted_call(function, waits_only_if_pending: bool = False):
         finally:
             _INSIDE.depth = 0
 
-    wrapper.__name__ = getattr(function, "__name__", "counted")
-    wrapper.__doc__ = function.__doc__
+    return _marked(wrapper, function)
+
+
+def _marked(wrapper, wrapped):
+    """`wrapper`, named like `wrapped` and marked as a counting wrapper of it (what
+    `is_counted` and inspect.unwrap read)."""
+    wrapper.__name__ = getattr(wrapped, "__name__", "counted")
+    wrapper.__doc__ = wrapped.__doc__
+    wrapper.__wrapped__ = wrapped
+    wrapper.counts_host_waits = True
     return wrapper
+
+
+def is_counted(function) -> bool:
+    return getattr(function, "counts_host_waits", False)
 
 
 def _counted_value(getter):
@@ -75,7 +87,7 @@ def _counted_value(getter):
             _add_one()
         return getter(self)
 
-    return value
+    return _marked(value, getter)
 
 
 def _counted_numpy(function, array_type):
@@ -87,16 +99,16 @@ def _counted_numpy(function, array_type):
             return counted(value, *args, **kwargs)
         return function(value, *args, **kwargs)
 
-    wrapper.__name__ = function.__name__
-    wrapper.__doc__ = function.__doc__
-    return wrapper
+    return _marked(wrapper, function)
 
 
 def _install(counter: JaxHostSyncCounter) -> None:
     """Wrap ArrayImpl's host paths, numpy's readers and jax.block_until_ready, once
-    per process."""
-    if not _COUNTERS:
-        import jax
+    per process (read from jax.block_until_ready itself, not from the counter list: a
+    wrapper around a wrapper would count twice)."""
+    import jax
+
+    if not is_counted(jax.block_until_ready):
         import numpy as np
         from jax._src.array import ArrayImpl
 

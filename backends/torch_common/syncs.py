@@ -65,8 +65,10 @@ def _from_host_state(frame) -> bool:
 
 def _install(counter: HostSyncCounter) -> None:
     """Wrap the Tensor methods once per process; each wrapper adds a count to the
-    counters that are counting, then does what the method did."""
-    if not _COUNTERS:
+    counters that are counting, then does what the method did. Whether they are wrapped
+    is read from the methods themselves, not from the counter list: a wrapper around a
+    wrapper would count every read twice and take the outer wrapper for the caller."""
+    if not is_counted(torch.Tensor.item):
         for name in _PATCHED:
             setattr(torch.Tensor, name, _counted(getattr(torch.Tensor, name)))
     _COUNTERS.append(counter)
@@ -80,4 +82,10 @@ def _counted(method):
         return method(self, *args, **kwargs)
 
     wrapper.__name__ = getattr(method, "__name__", "counted")
+    wrapper.__wrapped__ = method  # what inspect.unwrap (and a test restoring the originals) reads
+    wrapper.counts_host_waits = True
     return wrapper
+
+
+def is_counted(method) -> bool:
+    return getattr(method, "counts_host_waits", False)

@@ -5,6 +5,8 @@ tests/backends/test_parity.py."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,12 +16,12 @@ from backends.torch_common.syncs import HostSyncCounter  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def unpatched_afterwards(monkeypatch):
-    """The counters wrap framework methods for the life of a worker process; in this
-    test process they are undone after each test, so no later test (a timing one
-    especially) runs on wrapped methods."""
+def unwrapped_during_each_test(monkeypatch):
+    """The counters wrap framework methods for the life of a process, and an earlier
+    test in this worker may have run a backend in-process. Each test here starts on the
+    unwrapped methods with no counters; afterwards what was there before is put back."""
     for name in torch_syncs._PATCHED:
-        monkeypatch.setattr(torch.Tensor, name, getattr(torch.Tensor, name))
+        monkeypatch.setattr(torch.Tensor, name, inspect.unwrap(getattr(torch.Tensor, name)))
     monkeypatch.setattr(torch_syncs, "_COUNTERS", [])
     try:
         import jax
@@ -29,11 +31,11 @@ def unpatched_afterwards(monkeypatch):
         from backends.jax_common import syncs as jax_syncs
     except ImportError:
         return
-    monkeypatch.setattr(ArrayImpl, "_value", ArrayImpl.__dict__["_value"])
-    monkeypatch.setattr(ArrayImpl, "block_until_ready", ArrayImpl.block_until_ready)
-    monkeypatch.setattr(jax, "block_until_ready", jax.block_until_ready)
-    monkeypatch.setattr(np, "asarray", np.asarray)
-    monkeypatch.setattr(np, "array", np.array)
+    monkeypatch.setattr(ArrayImpl, "_value", property(inspect.unwrap(ArrayImpl.__dict__["_value"].fget)))
+    monkeypatch.setattr(ArrayImpl, "block_until_ready", inspect.unwrap(ArrayImpl.block_until_ready))
+    monkeypatch.setattr(jax, "block_until_ready", inspect.unwrap(jax.block_until_ready))
+    monkeypatch.setattr(np, "asarray", inspect.unwrap(np.asarray))
+    monkeypatch.setattr(np, "array", inspect.unwrap(np.array))
     monkeypatch.setattr(jax_syncs, "_COUNTERS", [])
 
 
@@ -102,8 +104,58 @@ def test_the_jax_counter_counts_each_host_read_and_wait_and_no_device_work():
     assert y.shape == (3,)
 
 
-def test_the_counters_wrappers_are_gone_after_a_test():
-    """What the fixture undoes is what the counters wrap (checked in the test after them)."""
-    assert torch_syncs._COUNTERS == [] and getattr(torch.Tensor.item, "__module__", None) != torch_syncs.__name__
-    np = pytest.importorskip("numpy")
-    assert np.asarray.__module__ != "backends.jax_common.syncs"
+def test_a_second_counter_after_the_list_was_emptied_wraps_nothing_twice():
+    """Once per process is read from the methods: a counter made after the counter list
+    was replaced (as a fresh worker state, or this file's fixture, does) still counts
+    one read once, and torch.optim's step reads are still seen as its own."""
+    HostSyncCounter(torch.device("cpu"))
+    torch_syncs._COUNTERS = []  # monkeypatch puts the fixture's list back afterwards
+    counter = HostSyncCounter(torch.device("cpu"))
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    with counter.counting():
+        torch.ones(2).sum().item()
+        model(torch.ones(2, 4)).sum().backward()
+        optimizer.step()
+    assert counter.take() == 1
+    assert inspect.unwrap(torch.Tensor.item) is not torch.Tensor.item
+    assert not torch_syncs.is_counted(inspect.unwrap(torch.Tensor.item))
+
+
+def test_the_jax_counter_made_twice_counts_a_read_once():
+    jax = pytest.importorskip("jax")
+    from backends.jax_common import syncs as jax_syncs
+
+    jax_syncs.JaxHostSyncCounter()
+    jax_syncs._COUNTERS = []
+    counter = jax_syncs.JaxHostSyncCounter()
+    x = jax.numpy.ones(3) * 2
+    with counter.counting():
+        float(x[0])
+    assert counter.take() == 1
+
+
+def test_each_test_starts_unwrapped_though_earlier_tests_wrapped():
+    """The earlier tests in this file made counters (wrapping the methods); the fixture
+    hands this one the originals, so its list of what to unwrap covers what _install wraps."""
+    assert torch_syncs._COUNTERS == []
+    assert not any(torch_syncs.is_counted(getattr(torch.Tensor, name)) for name in torch_syncs._PATCHED)
+    jax = pytest.importorskip("jax")
+    import numpy as np
+    from jax._src.array import ArrayImpl
+
+    from backends.jax_common import syncs as jax_syncs
+
+    def jax_paths():
+        return {
+            "ArrayImpl._value": ArrayImpl.__dict__["_value"].fget,
+            "ArrayImpl.block_until_ready": ArrayImpl.block_until_ready,
+            "jax.block_until_ready": jax.block_until_ready,
+            "np.asarray": np.asarray,
+            "np.array": np.array,
+        }
+
+    assert jax_syncs._COUNTERS == []
+    assert not any(jax_syncs.is_counted(f) for f in jax_paths().values()), jax_paths()
+    jax_syncs.JaxHostSyncCounter()  # the fixture's list is _install's: each is now wrapped
+    assert all(jax_syncs.is_counted(f) for f in jax_paths().values()), jax_paths()
