@@ -74,6 +74,16 @@ def _install(counter: HostSyncCounter) -> None:
     _COUNTERS.append(counter)
 
 
+def uninstall() -> None:
+    """Put the original Tensor methods back and forget every counter (for a process that
+    ran a backend in-process and goes on with other work, e.g. a test)."""
+    for name in _PATCHED:
+        method = getattr(torch.Tensor, name)
+        if is_counted(method):
+            setattr(torch.Tensor, name, method.__wrapped__)
+    _COUNTERS.clear()
+
+
 def _counted(method):
     def wrapper(self, *args, **kwargs):
         if any(c.active for c in _COUNTERS) and not _from_host_state(sys._getframe(1)):

@@ -120,6 +120,13 @@ def test_a_second_counter_after_the_list_was_emptied_wraps_nothing_twice():
     assert counter.take() == 1
     assert inspect.unwrap(torch.Tensor.item) is not torch.Tensor.item
     assert not torch_syncs.is_counted(inspect.unwrap(torch.Tensor.item))
+    torch_syncs.uninstall()  # what a process that ran a backend in-process calls after it
+    assert torch_syncs._COUNTERS == [] and not any(
+        torch_syncs.is_counted(getattr(torch.Tensor, name)) for name in torch_syncs._PATCHED
+    )
+    with counter.counting():
+        torch.ones(2).sum().item()
+    assert counter.take() == 0
 
 
 def test_the_jax_counter_made_twice_counts_a_read_once():

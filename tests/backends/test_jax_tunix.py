@@ -301,10 +301,12 @@ def test_step_time_is_the_executed_step_not_the_dispatch(tmp_path, repeated_data
 
 def torch_losses_from_adapter(scenario_text: str, adapter) -> list[float]:
     """The PyTorch backend's step losses with its LoRA weights replaced by the peft
-    adapter's before the first step (the backend has no option for that: in-process)."""
+    adapter's before the first step (the backend has no option for that: in-process;
+    the host-sync counter's wrappers are taken off afterwards, for the worker's later tests)."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
+    from backends.torch_common import syncs as torch_syncs
     from harness.data.batches import build_batches
     from harness.loader import document_from_text, validate
     from harness.plan import resolve
@@ -319,7 +321,10 @@ def torch_losses_from_adapter(scenario_text: str, adapter) -> list[float]:
     result = set_peft_model_state_dict(backend.model, load_file(adapter / "adapter_model.safetensors"))
     assert not result.unexpected_keys
     backend.batches = build_batches(scenario, plan.rows_per_forward)
-    return [step.loss for step in backend.run().steps]
+    try:
+        return [step.loss for step in backend.run().steps]
+    finally:
+        torch_syncs.uninstall()
 
 
 ADAPTER_TARGETS = ["q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

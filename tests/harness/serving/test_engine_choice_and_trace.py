@@ -19,7 +19,6 @@ from harness.tasks.serve.spec import ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server
-from test_serve import free_port
 
 
 # --------------------------------------------------------------------------- engine: auto
@@ -205,8 +204,10 @@ def test_trace_prompts_have_the_traces_lengths_to_the_token_and_share_its_blocks
 
 @pytest.fixture
 def fake_port():
-    port = free_port()
-    server = fake_server(port, delay=0.001)
+    server = fake_server(
+        0, delay=0.001
+    )  # port 0: the kernel's free port, bound at once (no race with the other worker)
+    port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield port
     server.shutdown()

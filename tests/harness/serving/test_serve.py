@@ -26,12 +26,6 @@ FAKE = ROOT / "tests" / "fake_openai.py"
 TRANSFORMERS_CLI = Path(sys.executable).parent / "transformers"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -64,8 +58,8 @@ def endpoint_sweep(tmp_path_factory) -> dict[int, dict]:
     and 4, one record a point, the two points on one worker and one server (each point
     sends its own warm-up and measured requests, and its record is computed alone). One
     run instead of one per concurrency: the worker's start is most of a run's time."""
-    tmp_path, port = tmp_path_factory.mktemp("endpoint"), free_port()
-    server = fake_server(port)
+    tmp_path, server = tmp_path_factory.mktemp("endpoint"), fake_server(0)  # bound at once: no port race
+    port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     block = (
         f"  engine: endpoint\n  endpoint: {{base_url: 'http://127.0.0.1:{port}/v1'}}\n  output_tokens: 12\n"

@@ -24,7 +24,7 @@ from harness.tasks.serve.spec import LoadSpec, ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server
-from test_serve import check_definitions, free_port, port_open
+from test_serve import check_definitions, port_open
 
 TRANSFORMERS_CLI = Path(sys.executable).parent / "transformers"
 # The fake server's load model (tests/fake_openai.py --hold): every request lasts HOLD s,
@@ -37,8 +37,8 @@ TRUE_MAX_RATE = (K + 1) / HOLD  # 15 req/s
 
 @pytest.fixture
 def loaded_fake():
-    port = free_port()
-    server = fake_server(port, hold=HOLD, ttft_base=A, ttft_per_request=B)
+    server = fake_server(0, hold=HOLD, ttft_base=A, ttft_per_request=B)  # bound at once: no port race
+    port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield port
     server.shutdown()
@@ -115,8 +115,8 @@ def test_max_concurrency_caps_an_open_loops_requests_in_flight():
     """Poisson arrivals at 200 req/s against requests held 0.15 s: uncapped, several are
     in flight at once; with max_concurrency 2, never more than 2 (the client's timestamps
     and the server's own count agree), and the cap is reached."""
-    port = free_port()
-    server = fake_server(port, hold=0.15)
+    server = fake_server(0, hold=0.15)
+    port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         seen = {}
