@@ -563,19 +563,13 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
 
 
 def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> tuple[float | None, str]:
-    """harness.cost.fine_tune_cost of a train record: the whole fine-tune projected from
-    it where its scenario's data can say what that is (reports/projections.py), else
-    its steady $/1M x the workload's tokens + setup + warm-up (None for records from
-    before setup was priced); with the basis, in words."""
-    from harness.cost import fine_tune_cost
-    from reports.projections import fine_tune_of
+    """harness.cost.fine_tune_cost of a train record (FINE_TUNE_FORMULA: the scenario's
+    stated tokens at the record's $/1M real tokens + setup + warm-up), with the basis."""
+    from harness.cost import fine_tune_cost, fine_tune_rate
 
-    projected, _ = fine_tune_of(record)
-    if projected is not None and projected.usd is not None:
-        return fine_tune_cost(record.cost, tokens_millions, projected), "projected whole fine-tune: " + projected.basis
-    return fine_tune_cost(
-        record.cost, tokens_millions
-    ), "steady $/1M real tokens x fine_tune_tokens_millions + setup + warm-up"
+    rate = fine_tune_rate(record.cost)
+    basis = f"{tokens_millions:g}M real tokens x {rate[1]} $/1M + setup + warm-up" if rate else "no $/1M real tokens"
+    return fine_tune_cost(record.cost, tokens_millions), basis
 
 
 def _serve_basis(row: Row, searched: bool) -> str:

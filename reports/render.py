@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from harness.cost import FINE_TUNE_FORMULA
 from harness.result import RunRecord
 from harness.textsafe import md_cell
 from reports.factors import profile_name, short
@@ -86,6 +87,7 @@ def html(report: Report, base: Path | None = None) -> str:
         factor_names=factor_names,
         profile_name=profile_name,
         cost_note=COST_NOTE,
+        fine_tune_formula=FINE_TUNE_FORMULA,
         projected_note=PROJECTED_NOTE,
         trace_links=lambda record: trace_links(record, base),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -212,7 +214,7 @@ def _md_workloads(workloads: list) -> list[str]:
                 w.run,
                 f"{w.fine_tunes:g}",
                 f"{w.served_tokens_millions:g}",
-                f"{w.train_usd:.4g}",
+                f"{w.train_usd:.4g} ({w.train_basis})",
                 f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
                 f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
                 f"{w.ratio_to_first:.3f}",
@@ -221,7 +223,10 @@ def _md_workloads(workloads: list) -> list[str]:
         ]
         for w in workloads
     ]
-    return _md_table("Train + serve workload", headers, rows)
+    note = (
+        f"Workload cost = fine-tunes x $/fine-tune + million served tokens x $/1M output tokens; {FINE_TUNE_FORMULA}."
+    )
+    return [*_md_table("Train + serve workload", headers, rows), md_cell(note), ""]
 
 
 def _md_failed(failed: list[RunRecord]) -> list[str]:

@@ -18,7 +18,7 @@ FORCE_HELP = (
     "parallel.hosts > 1, always rerun: each host sees only its own records)"
 )
 TIMEOUT_HELP = "per-run time limit in seconds (overrides run_timeout_s)"
-PRICES_HELP = "a prices file laid over the shipped catalog"
+PRICES_HELP = "a prices file, or a named price set of harness/prices.yaml (w3: the prices W3 assumed), laid over the shipped catalog"
 
 
 def key_value(text: str, what: str) -> tuple[str, str]:
