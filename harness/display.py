@@ -178,10 +178,12 @@ def show_record(record, console: Console) -> None:
     record = as_record(record)
     s, acc, prov = record.scenario, record.accelerator, record.provenance
     console.print(f"[bold]{s.name}[/bold] {s.variant} r{s.repeat}  status: {record.status}")
-    console.print(f"backend {record.backend.name} on {acc.kind} x{acc.count} ({acc.name}), catalog {acc.catalog_key}")
+    console.print(f"backend {record.backend.name} on {acc.count}x {acc.kind} ({acc.name}), catalog {acc.catalog_key}")
     console.print(f"commit {prov.commit} dirty={prov.dirty}  finished {prov.finished_at}")
     if s.profile:
         console.print(f"[yellow]reduced run: profile {s.profile['name']}: {s.profile['overrides']}[/yellow]")
+    for warning in record.warnings:  # what the run warned about (a busy machine): its figures carry it
+        console.print(Text(f"warning: {warning}", style="yellow"))
     if not record.ok:
         f = record.failure
         console.print(f"[red]{f.kind}: {f.reason}[/red] (exit {f.exit_code})")

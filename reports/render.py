@@ -14,8 +14,9 @@ from pydantic import BaseModel
 from harness.cost import FINE_TUNE_FORMULA
 from harness.result import RunRecord
 from harness.textsafe import md_cell
+from reports import absent, glance
 from reports.factors import profile_name, short
-from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
+from reports.model import COST_NOTE, KEY_INDEXES, MORE_INDEXES, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -80,6 +81,11 @@ def html(report: Report, base: Path | None = None) -> str:
     return env.get_template("report.html.j2").render(
         report=report,
         columns=SUMMARY_HEADERS,
+        key_indexes=KEY_INDEXES,
+        more_indexes=MORE_INDEXES,
+        glance_train=glance.TRAIN_HEADERS,
+        glance_serve=glance.SERVE_HEADERS,
+        legend=absent.legend,
         serve_columns=[h for h, _, _ in SERVE_COLUMNS],
         plots=plots,
         plotly_js=get_plotlyjs(),
@@ -96,9 +102,15 @@ def html(report: Report, base: Path | None = None) -> str:
 
 def _md_headline(report: Report) -> list[str]:
     out = ["## At a glance", ""]
-    for section in report.sections:
-        out += [f"**{md_cell(section.name)}**" + (f" ({md_cell(section.reference)})" if section.reference else ""), ""]
-        out += [f"- {md_cell(line)}" for line in section.headline] + [""]
+    for g in report.glance:
+        out += [f"**{md_cell(g.name)}**" + (f" ({md_cell(g.reference)})" if g.reference else ""), ""]
+        for headers, rows in ((glance.TRAIN_HEADERS, g.train), (glance.SERVE_HEADERS, g.serve)):
+            if rows:
+                out += [_md_row(headers), "|---" * len(headers) + "|", *(_md_row(list(map(md_cell, r))) for r in rows)]
+                out.append("")
+        notes = " ".join(g.notes) + (f" n/a and fallbacks: {'; '.join(g.legend)}." if g.legend else "")
+        out += [md_cell(notes.strip()), ""] if notes.strip() else []
+        out += [f"- {md_cell(line)}" for line in g.more + g.lines] + [""]
     out += [f"How sure: {md_cell(report.method)}.", "", "How to read this report:", ""]
     return out + [f"- {md_cell(c)}" for c in report.conventions] + [""]
 
@@ -112,11 +124,16 @@ def _md_section(section) -> list[str]:
         + (f" Rows also differ in: {md_cell(', '.join(section.differences))}." if section.differences else ""),
         "",
     ]
-    out.append("| run | " + " | ".join(SUMMARY_HEADERS) + " |")
-    out.append("|---" * (len(SUMMARY_HEADERS) + 1) + "|")
-    for row in section.rows:
-        out.append("| " + " | ".join([md_cell(run_label(section, row)), *map(md_cell, row.cells)]) + " |")
-    out += ["", md_cell(COST_NOTE), ""]
+    for title, indexes in (("", KEY_INDEXES), ("The other columns:", MORE_INDEXES)):
+        out += [title, ""] if title else []
+        out.append("| run | " + " | ".join(SUMMARY_HEADERS[i] for i in indexes) + " |")
+        out.append("|---" * (len(indexes) + 1) + "|")
+        for row in section.rows:
+            cells = [md_cell(run_label(section, row)), *(md_cell(row.cells[i]) for i in indexes)]
+            out.append("| " + " | ".join(cells) + " |")
+        codes = absent.legend(" ".join(row.cells[i] for i in indexes) for row in section.rows)
+        out += ["", *([md_cell(f"n/a: {'; '.join(codes)}."), ""] if codes else [])]
+    out += [md_cell(COST_NOTE), ""]
     if section.comparisons:
         out += ["### Each factor against the baseline's level, the others held fixed", ""]
         out += [f"- {md_cell(c.sentence)}" for c in section.comparisons] + [""]
@@ -134,6 +151,8 @@ def markdown(report: Report) -> str:
     if report.serving:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in report.serving]
         out += _md_table("Serving", ["run", *(h for h, _, _ in SERVE_COLUMNS)], rows)
+        codes = absent.legend(" ".join(row.cells) for row in report.serving)
+        out += [md_cell(f"n/a: {'; '.join(codes)}."), ""] if codes else []
     for table in report.tables:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in table.rows]
         out += _md_table(f"Task {md_cell(table.task)}", ["run", *table.headers], rows)
