@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.metrics import across_runs
 from reports import absent
+from reports.model import SERVE_USD_COLUMN, fmt
 
 MAX_ROWS = 8  # past it, the rest are in the scenario's tables below
 TRAIN_HEADERS = ["run", "tok/s real", "$/1M real tok", "MFU", "step median (s)"]
@@ -97,8 +98,6 @@ def _headline(row) -> tuple[str, str]:
 
 
 def serve_cells(row) -> list[str]:
-    from reports.model import SERVE_USD_COLUMN
-
     records = row.records
     return [
         row.label,
@@ -118,8 +117,6 @@ def engine(record) -> str:
 
 
 def _figure(records, figure: str, spec: str) -> str:
-    from reports.model import fmt
-
     value = across_runs(r.figure(figure) for r in records)
     if value is None:
         lacking = next((r for r in records if r.figure(figure) is None), records[0])
@@ -128,6 +125,4 @@ def _figure(records, figure: str, spec: str) -> str:
 
 
 def _fmt(value: Any, spec: str) -> str:
-    from reports.model import fmt
-
     return fmt(value, spec)

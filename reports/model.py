@@ -186,8 +186,6 @@ class Report:
     projected: list[Any] = field(default_factory=list)
     fine_tunes: list[Any] = field(default_factory=list)
     fine_tune_lines: list[str] = field(default_factory=list)
-    # The top answers per scenario (reports/glance.py).
-    glance: list[Any] = field(default_factory=list)
 
 
 CONVENTIONS = [
@@ -416,9 +414,6 @@ def build(
         base = chosen.get(name, rows[0])
         reason = f"--baseline {baseline}" if name in chosen else "the first run made (--baseline picks another)"
         report.sections.append(_section(name, rows, base, reason, [p[name] for p in picked if name in p], report))
-    from reports import glance
-
-    report.glance = glance.build(report)
     return report
 
 

@@ -80,6 +80,7 @@ def html(report: Report, base: Path | None = None) -> str:
         ]
     return env.get_template("report.html.j2").render(
         report=report,
+        glances=glance.build(report),
         columns=SUMMARY_HEADERS,
         key_indexes=KEY_INDEXES,
         more_indexes=MORE_INDEXES,
@@ -102,7 +103,7 @@ def html(report: Report, base: Path | None = None) -> str:
 
 def _md_headline(report: Report) -> list[str]:
     out = ["## At a glance", ""]
-    for g in report.glance:
+    for g in glance.build(report):
         out += [f"**{md_cell(g.name)}**" + (f" ({md_cell(g.reference)})" if g.reference else ""), ""]
         for headers, rows in ((glance.TRAIN_HEADERS, g.train), (glance.SERVE_HEADERS, g.serve)):
             if rows:

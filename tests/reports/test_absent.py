@@ -9,9 +9,10 @@ import json
 
 import pytest
 
+from reports.absent import CAUSES
+
 from conftest import ROOT
 from records import make_record
-from reports.absent import CAUSES
 
 SERVE = next(
     json.loads(p.read_text()) for p in (ROOT / "tests" / "fixtures" / "records_v1").glob("*serve*.json")
