@@ -59,7 +59,8 @@ def cause(record, figure: str) -> str:
         return "r" if not _get(m, "num_completed") else "x"
     if figure.startswith("metrics.tpot_s"):
         return "r" if not _get(m, "num_completed") else "t"
-    if figure == "metrics.goodput_req_s" and not any(v is not None for v in (_get(m, "slo") or {}).values()):
+    slo = _get(m, "slo") or {}
+    if figure == "metrics.goodput_req_s" and not any(v is not None for k, v in slo.items() if k.endswith("_s")):
         return "g"
     if figure.startswith("cost.") and _get(m, "output_throughput_tok_s") == 0:
         return "r"

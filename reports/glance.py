@@ -100,7 +100,7 @@ def _headline(row) -> tuple[str, str]:
 def serve_cells(row) -> list[str]:
     records = row.records
     return [
-        row.label,
+        row.label.removeprefix(f"{row.scenario} · "),  # under the scenario's own heading
         engine(records[0]),
         _figure(records, "metrics.ttft_s.median", ".4g"),
         _figure(records, "metrics.tpot_s.median", ".4g"),

@@ -109,7 +109,9 @@ def _md_headline(report: Report) -> list[str]:
             if rows:
                 out += [_md_row(headers), "|---" * len(headers) + "|", *(_md_row(list(map(md_cell, r))) for r in rows)]
                 out.append("")
-        notes = " ".join(g.notes) + (f" n/a and fallbacks: {'; '.join(g.legend)}." if g.legend else "")
+        notes = " ".join(g.notes) + (
+            f" Codes (why n/a, why not the window): {'; '.join(g.legend)}." if g.legend else ""
+        )
         out += [md_cell(notes.strip()), ""] if notes.strip() else []
         out += [f"- {md_cell(line)}" for line in g.more + g.lines] + [""]
     out += [f"How sure: {md_cell(report.method)}.", "", "How to read this report:", ""]
@@ -133,7 +135,7 @@ def _md_section(section) -> list[str]:
             cells = [md_cell(run_label(section, row)), *(md_cell(row.cells[i]) for i in indexes)]
             out.append("| " + " | ".join(cells) + " |")
         codes = absent.legend(" ".join(row.cells[i] for i in indexes) for row in section.rows)
-        out += ["", *([md_cell(f"n/a: {'; '.join(codes)}."), ""] if codes else [])]
+        out += ["", *([md_cell(f"Why n/a: {'; '.join(codes)}."), ""] if codes else [])]
     out += [md_cell(COST_NOTE), ""]
     if section.comparisons:
         out += ["### Each factor against the baseline's level, the others held fixed", ""]
@@ -153,7 +155,7 @@ def markdown(report: Report) -> str:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in report.serving]
         out += _md_table("Serving", ["run", *(h for h, _, _ in SERVE_COLUMNS)], rows)
         codes = absent.legend(" ".join(row.cells) for row in report.serving)
-        out += [md_cell(f"n/a: {'; '.join(codes)}."), ""] if codes else []
+        out += [md_cell(f"Why n/a: {'; '.join(codes)}."), ""] if codes else []
     for table in report.tables:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in table.rows]
         out += _md_table(f"Task {md_cell(table.task)}", ["run", *table.headers], rows)

@@ -5,6 +5,7 @@ cells as the HTML) shows `n/a [code]` in the figure's column and the cause in th
 from __future__ import annotations
 
 import copy
+import html
 import json
 
 import pytest
@@ -14,9 +15,8 @@ from reports.absent import CAUSES
 from conftest import ROOT
 from records import make_record
 
-SERVE = next(
-    json.loads(p.read_text()) for p in (ROOT / "tests" / "fixtures" / "records_v1").glob("*serve*.json")
-)  # a real serve record (tiny model, CPU)
+# A real serve record of the current schema: the quick start's (tests/fixtures/quickstart).
+SERVE = json.loads(next((ROOT / "tests" / "fixtures" / "quickstart").glob("*-serve-*.json")).read_text())
 
 
 def _page(records) -> str:
@@ -44,10 +44,7 @@ def _says(page: str, code: str) -> None:
 
 
 def _serve(**metrics) -> dict:
-    """The fixture read as the current schema (migrated once), with these figures."""
-    from harness.result import as_record
-
-    record = as_record(copy.deepcopy(SERVE)).model_dump(mode="json", exclude_unset=True)
+    record = copy.deepcopy(SERVE)
     record["metrics"].update(metrics)
     return record
 
@@ -106,23 +103,24 @@ def test_not_measured_by_an_older_bench():
 
 
 def test_serving_no_request_completed_and_no_slo():
-    record = _serve(num_completed=0, ttft_s=None, tpot_s=None, output_throughput_tok_s=None, goodput_req_s=None)
+    record = _serve(num_completed=0, ttft_s=None, tpot_s=None, output_throughput_tok_s=None, goodput_req_s=None, slo={})
     page = _page([record])
-    assert _cell(page, "TTFT median (s)", "| tiny-v1") == "n/a \\[r\\]"
-    assert _cell(page, "goodput req/s", "| tiny-v1") == "n/a \\[g\\]"  # the fixture's scenario sets no SLO
+    assert _cell(page, "TTFT median (s)", "| gemma270m") == "n/a \\[r\\]"
+    assert _cell(page, "goodput req/s", "| gemma270m") == "n/a \\[g\\]"  # no serve.slo
     _says(page, "r")
     _says(page, "g")
 
 
 def test_serving_one_token_requests_have_no_tpot():
     page = _page([_serve(tpot_s=None)])
-    assert _cell(page, "TPOT median (s)", "| tiny-v1") == "n/a \\[t\\]"
+    assert _cell(page, "TPOT median (s)", "| gemma270m") == "n/a \\[t\\]"
     _says(page, "t")
 
 
 def test_goodput_is_shown_with_its_slo():
     page = _page([_serve(goodput_req_s=0.0, slo={"ttft_s": 0.5, "tpot_s": 0.05, "e2el_s": None})])
-    assert _cell(page, "goodput req/s", "| tiny-v1") == "0 (SLO TTFT <= 0.5 s, TPOT <= 0.05 s)"
+    goodput = html.unescape(_cell(page, "goodput req/s", "| gemma270m"))  # Markdown writes < as &lt;
+    assert goodput == "0 (SLO TTFT <= 0.5 s, TPOT <= 0.05 s)"
 
 
 @pytest.mark.parametrize("code", sorted(CAUSES))

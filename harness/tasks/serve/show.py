@@ -97,10 +97,12 @@ def cost_rows(record: RunRecord) -> list[tuple[str, str]]:
 
 def slo_words(slo: dict[str, Any] | None) -> str:
     """The SLO goodput counts requests against, in words."""
-    targets = {k: v for k, v in (slo or {}).items() if v is not None}
+    slo = slo or {}
+    targets = {k: v for k, v in slo.items() if k.endswith("_s") and v is not None}
     if not targets:
         return "no SLO set"
-    return "SLO " + ", ".join(f"{k.removesuffix('_s').upper()} <= {v:g} s" for k, v in targets.items())
+    at = f" at p{slo['percentile']:g}" if slo.get("percentile") else ""
+    return "SLO " + ", ".join(f"{k.removesuffix('_s').upper()} <= {v:g} s" for k, v in targets.items()) + at
 
 
 def _or_why(value: Any, why: str) -> str:
