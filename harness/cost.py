@@ -36,7 +36,12 @@ def load_catalog(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
     sets (`w3`), laid over it."""
     catalog, sets = _shipped()
     if path:
-        overlay = sets[str(path)] if str(path) in sets and not Path(path).exists() else _read(Path(path))
+        if str(path) in sets and not Path(path).exists():
+            overlay = sets[str(path)]
+        elif not Path(path).exists():
+            raise SpecError(str(path), "", f"no such prices file, nor a named price set ({', '.join(sorted(sets))})")
+        else:
+            overlay = _read(Path(path))
         for key, entry in overlay.items():
             catalog[key] = {**catalog.get(key, {}), **entry}
     return catalog

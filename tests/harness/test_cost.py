@@ -410,7 +410,7 @@ def test_a_prices_value_at_the_limit_is_accepted(tmp_path):
 
 
 def test_a_missing_prices_file_is_refused(tmp_path):
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError, match="no such prices file, nor a named price set"):
         load_catalog(tmp_path / "absent.yaml")
 
 
@@ -511,7 +511,7 @@ def test_an_unreadable_prices_file_is_refused_naming_it(tmp_path):
     assert (err.value.source, err.value.field, err.value.message) == (
         str(tmp_path / "absent.yaml"),
         "",
-        "cannot read: No such file or directory",
+        "no such prices file, nor a named price set (w3)",
     )
 
 
