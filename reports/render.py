@@ -147,8 +147,8 @@ def _md_section(section) -> list[str]:
 
 
 def markdown(report: Report) -> str:
-    out = ["# bench report", ""] + [line for w in report.warnings for line in (f"warning: {md_cell(w)}", "")]
-    out += _md_headline(report)
+    out = ["# bench report", "", *_md_headline(report)]  # the answers first, the caveats below them
+    out += [line for w in report.warnings for line in (f"warning: {md_cell(w)}", "")]
     for section in report.sections:
         out += _md_section(section)
     if report.serving:
