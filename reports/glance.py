@@ -8,7 +8,6 @@ comparisons where there are any."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.metrics import across_runs
 from reports import absent
@@ -91,7 +90,7 @@ def _headline(row) -> tuple[str, str]:
             continue
         said = "" if skipped is None else f" ({basis} [{skipped}])"  # why not the window, by its code
         usd = _figure(row.records, usd_id, ".4g")
-        return f"{_fmt(tokens, '.4g')}{said}", (f"{usd}{said}" if not usd.startswith("n/a") else usd)
+        return f"{fmt(tokens, '.4g')}{said}", (f"{usd}{said}" if not usd.startswith("n/a") else usd)
     return absent.na(absent.cause(row.records[0], "metrics.window_tokens_per_s_real")), absent.na(
         absent.cause(row.records[0], "cost.usd_per_1m_tokens_real_window")
     )
@@ -121,8 +120,4 @@ def _figure(records, figure: str, spec: str) -> str:
     if value is None:
         lacking = next((r for r in records if r.figure(figure) is None), records[0])
         return absent.na(absent.cause(lacking, figure))
-    return fmt(value, spec)
-
-
-def _fmt(value: Any, spec: str) -> str:
     return fmt(value, spec)
