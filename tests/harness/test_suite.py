@@ -49,7 +49,7 @@ def test_the_accelerator_suite_resolves_every_entry_here():
         for plan in plans:
             # W1 at full shape: no CPU profile, bf16 compute, one device, every step of the file
             assert plan["precision"]["compute"] == "bf16" and plan["devices"] == 1, plan
-        if entry["label"].startswith("W1 "):  # the file's shape, not the cpu profile's (10 steps, batch 2)
+        if entry["label"].startswith("W1 "):  # the file's shape, not the cpu profile's (6 + 4 window steps)
             assert (plans[0]["steps"], plans[0]["window_steps"], plans[0]["rows_per_step"]) == (30, 10, 32)
             assert plans[0]["micro_batch_how"].startswith("memory model")  # auto, the new default
 
