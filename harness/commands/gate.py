@@ -59,12 +59,17 @@ def _print_table(checks: list, failed: list) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from harness.gate import value_and_limit
+
     table = Table(title="bench gate")
-    for column in ("run", "metric", "check", "verdict", "detail"):
-        table.add_column(column)
+    for column in ("run", "metric", "check", "measured", "limit", "verdict", "detail"):
+        table.add_column(column, justify="right" if column in ("measured", "limit") else "left")
     for c in checks:
         style = "red" if c in failed else ("yellow" if c.verdict in ("noise", "no-data") else "green")
-        table.add_row(escape(c.group), c.metric, c.kind, f"[{style}]{c.verdict}[/{style}]", escape(c.detail))
+        verdict = c.verdict.upper() if c in failed else c.verdict
+        table.add_row(
+            escape(c.group), c.metric, c.kind, *value_and_limit(c), f"[{style}]{verdict}[/{style}]", escape(c.detail)
+        )
     Console().print(table)
 
 
@@ -73,7 +78,7 @@ def _print_failures(checks: list, failed: list, allow_no_data: bool) -> None:
 
     for c in failed:
         if c.failed:
-            print(f"REGRESSION {c.group}: {c.detail}", file=sys.stderr)
+            print(f"{'REGRESSION' if c.verdict == 'regression' else 'FAILED'} {c.group}: {c.detail}", file=sys.stderr)
     missing = no_data_reason(checks)
     if missing and not allow_no_data:
         print(
