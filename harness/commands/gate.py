@@ -65,7 +65,9 @@ def _print_table(checks: list, failed: list) -> None:
     for column in ("run", "metric", "check", "measured", "limit", "verdict", "detail"):
         # the figures and the metric's name never wrap at 80 columns; the run and detail do
         short = column in ("metric", "check", "measured", "limit", "verdict")
-        table.add_column(column, justify="right" if column in ("measured", "limit") else "left", no_wrap=short, overflow="fold")
+        table.add_column(
+            column, justify="right" if column in ("measured", "limit") else "left", no_wrap=short, overflow="fold"
+        )
     for c in checks:
         style = "red" if c in failed else ("yellow" if c.verdict in ("noise", "no-data") else "green")
         verdict = c.verdict.upper() if c in failed else c.verdict
