@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from harness.result import RunRecord
 from harness.textsafe import md_cell
 from reports.factors import profile_name, short
+from reports.history import report_markdown, report_section
 from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
@@ -88,6 +89,7 @@ def html(report: Report, base: Path | None = None) -> str:
         cost_note=COST_NOTE,
         projected_note=PROJECTED_NOTE,
         trace_links=lambda record: trace_links(record, base),
+        history=report_section(report.runs),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -140,6 +142,7 @@ def markdown(report: Report) -> str:
     if report.workloads:
         out += _md_workloads(report.workloads)
     out += _projected_markdown(report)
+    out += report_markdown(report.runs)
     if report.failed:
         out += _md_failed(report.failed)
     prices = [
