@@ -77,7 +77,7 @@ def figure(view: SeriesView) -> Any:
 
 def plots(items: list[SeriesView], prefix: str = "history") -> list[dict[str, str]]:
     """The figures as the report template's `plot` macro takes them."""
-    from reports.render import script_json
+    from reports.embed import script_json
 
     return [
         {"id": f"{prefix}-{i}", "title": f"{v.series.label}: {v.series.metric}", "json": script_json(figure(v))}

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from harness.result import RunRecord
 from harness.textsafe import md_cell
+from reports.embed import script_json
 from reports.factors import profile_name, short
 from reports.history import report_markdown, report_section
 from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
@@ -47,11 +48,6 @@ def run_label(section, row) -> str:
 
 def factor_names(section) -> str:
     return ", ".join(short(f) for f in section.factors) or "none (one row)"
-
-
-def script_json(figure) -> str:
-    """A figure as JSON safe inside <script>: no `</script>` can close the element."""
-    return figure.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def trace_links(record: RunRecord, base: Path | None) -> list[dict[str, str]]:
