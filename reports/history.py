@@ -123,23 +123,26 @@ def lines(items: list[SeriesView]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the report's section
-def spans_commits(records) -> bool:
-    return len({r.provenance.commit for r in records if r.ok}) > 1
+def _over_commits(records) -> list[SeriesView]:
+    """The series (default metrics) whose runs come from more than one commit: a history."""
+    if len({r.provenance.commit for r in records if r.ok}) < 2:
+        return []  # one commit: nothing to follow (and no change-point import)
+    return views([s for s in history.build_series(list(records)) if len({p.commit for p in s.points}) > 1])
 
 
 def report_section(records) -> dict[str, Any] | None:
     """The report's History section (method, one line per series, figures), or None when
-    its records come from one commit (no history to show)."""
-    if not spans_commits(records):
+    no configuration's runs span commits."""
+    items = _over_commits(records)
+    if not items:
         return None
-    items = views(history.build_series(list(records)))
     return {"method": history.METHOD, "lines": lines(items), "plots": plots(items, "report-history")}
 
 
 def report_markdown(records) -> list[str]:
     from harness.textsafe import md_cell
 
-    if not spans_commits(records):
+    items = _over_commits(records)
+    if not items:
         return []
-    items = views(history.build_series(list(records)))
     return ["## History", "", f"_{md_cell(history.METHOD)}_", "", *(f"- {md_cell(line)}" for line in lines(items)), ""]
