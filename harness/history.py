@@ -18,7 +18,7 @@ same scenario and matrix cell, backend and backend options, accelerator and chip
   observed spread (the farthest of those runs from their mean). torchprime's gate uses
   the mean's 99.9% confidence interval in the first place; that interval narrows with
   n while one run's noise does not (with 10 runs of 3% noise it is +-1.5 sigma and fails
-  ~7% of unchanged runs: docs/measurements.md, issue 38), so the band here bounds a run,
+  6.7% of unchanged runs: docs/measurements.md, issue 38), so the band here bounds a run,
   not the mean. A new run fails when its figure is beyond the band in the metric's worse
   direction.
 
@@ -38,7 +38,7 @@ from harness.result import RunRecord
 # The figures `bench history` and `bench gate --history` follow when none is named.
 DEFAULT_METRICS = {"train": ("step_time_s",), "serve": ("ttft_s", "output_throughput_tok_s")}
 MIN_SEGMENT = 3  # runs on each side of a change point
-PENALTY_FACTOR = 5.0  # 1% false change points per flat 30-run series (docs/measurements.md, issue 38)
+PENALTY_FACTOR = 5.0  # 0.4-1.6% false change points per flat 30-run series (docs/measurements.md, issue 38)
 ALPHA = 0.01
 METHOD = (
     "change points: PELT (ruptures, least-squares cost, segments of >= 3 runs) on the figure over its median, "
