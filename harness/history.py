@@ -56,18 +56,19 @@ BAND_RULE = (
 
 
 # --------------------------------------------------------------------------- series
-def series_key(record: RunRecord) -> tuple[str, str, str, str, str, int]:
-    """What makes runs one configuration: scenario and cell, backend and its options,
-    accelerator and chips."""
+def series_key(record: RunRecord) -> tuple[str, str, str, str, str, str, int]:
+    """What makes runs one configuration: the task, scenario and cell, backend and its
+    options, accelerator and chips."""
     s, b, a = record.scenario, record.backend, record.accelerator
     options = json.dumps(b.options, sort_keys=True, separators=(",", ":"))
-    return s.name, s.variant, b.name, options, a.catalog_key, a.count
+    return record.task, s.name, s.variant, b.name, options, a.catalog_key, a.count
 
 
 def series_label(key: tuple) -> str:
-    name, variant, backend, options, accelerator, chips = key
+    task, name, variant, backend, options, accelerator, chips = key
     opts = "" if options == "{}" else f" {options}"
-    return f"{name} [{variant}] {backend}{opts} @ {accelerator} x{chips}"
+    tagged = "" if task == "train" else f" ({task})"
+    return f"{name} [{variant}]{tagged} {backend}{opts} @ {accelerator} x{chips}"
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ def build_series(
 
 
 def _budget_lines(key: tuple, metric: str, runs: list[RunRecord], budgets) -> list[tuple[str, float]]:
-    name, _, backend, _, accelerator, _ = key
+    _, name, _, backend, _, accelerator, _ = key
     declared = [AbsoluteBudget(**b) for r in runs for b in r.scenario.resolved.get("budgets", [])]
     lines = set()
     for b in [*declared, *budgets]:

@@ -300,9 +300,8 @@ def save_record(results_dir: Path, record: RunRecord) -> tuple[Path, str | None]
         return write_record(results_dir, record), None
     except OSError as exc:
         problem = f"{type(exc).__name__}: {exc.strerror or exc}"
-    except (
-        Exception
-    ) as exc:  # a bucket's client raises its own errors (gcsfs, s3fs): the record is rescued all the same
+    except Exception as exc:
+        # a bucket's client raises its own errors (gcsfs, s3fs): the record is rescued all the same
         if not is_url(results_dir):
             raise
         problem = f"{type(exc).__name__}: {exc}"

@@ -17,12 +17,11 @@ def run(args) -> int:
     from rich.console import Console
 
     from harness.display import show_projection, show_record
+    from harness.locations import location
 
     console = Console()
     shown = []  # every target is read before anything is printed: a bad one is refused whole
     projected = []  # projections: shown after the records, labelled projected
-    from harness.locations import location
-
     for target in args.records:
         _read_target(location(target), shown, projected)
     for record in shown:

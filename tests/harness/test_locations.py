@@ -72,6 +72,12 @@ def test_a_run_at_a_url_is_read_back_once_with_a_local_copy_and_resumes_there(tm
     report = (tmp_path / "r.md").read_text()
     assert report.count(record.run_id[:8]) <= 1 and "## Task echo" in report
     assert main(["show", url]) == 0 and "tiny default r0" in capsys.readouterr().out
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("budgets:\n  - {metric: num_words, min: 1}\n")
+    assert main(["gate", url, "--budgets", str(budgets), "--format", "md"]) == 0
+    assert "**PASS**: 1 check, 0 failed" in capsys.readouterr().out
+    assert main(["history", url, str(local), "--metric", "num_words"]) == 0
+    assert "num_words over 1 runs, 1 commits: no change point" in capsys.readouterr().out
     # resume: the same sweep at the same URL skips the run it already has
     again = _sweep(tmp_path, url)
     assert again.records == [] and [s["path"] for s in again.skipped_records] == [record.path]
