@@ -26,9 +26,10 @@ from harness import plan as plans
 from harness.cost import load_catalog, price_for
 from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
+from harness.locations import check_writable, is_url
 from harness.record import accelerator_from, build_record, run_key
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
-from harness.store import RunRecord, load_records, record_filename, write_record
+from harness.store import RunRecord, is_results_dir, load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
@@ -40,7 +41,7 @@ class RunRequest:
     scenario_path: str
     backend: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
-    results_dir: Path = Path("results")
+    results_dir: Path | str = Path("results")  # a local directory or an fsspec URL (harness.locations)
     profile: str = "auto"  # auto: the profile named after the device kind, if any
     interpreters: dict[str, str] = field(default_factory=dict)
     force: bool = False
@@ -238,6 +239,8 @@ def check_results_dir(results_dir: Path) -> None:
     """The results directory (or the nearest existing folder above it, where it would be
     created) is a directory this process can write: tried with a real file, since
     permission bits do not tell (root, read-only mounts). Creates nothing that stays."""
+    if is_url(results_dir):
+        return check_writable(str(results_dir), f"--results-dir {results_dir}")
     target = Path(results_dir)
     where = f"--results-dir {target}"
     existing = target
@@ -277,7 +280,7 @@ def check_budget_prices(runs: list[ResolvedRun], accelerator: str, catalog: dict
 
 def successful_records(results_dir: Path) -> dict[str, str]:
     """run_key -> path of the successful records already in the store (for resume)."""
-    if not Path(results_dir).is_dir():
+    if not is_results_dir(results_dir):
         return {}
     return {r.run_key: r.path for r in load_records([results_dir]).records if r.ok}
 
@@ -297,6 +300,11 @@ def save_record(results_dir: Path, record: RunRecord) -> tuple[Path, str | None]
         return write_record(results_dir, record), None
     except OSError as exc:
         problem = f"{type(exc).__name__}: {exc.strerror or exc}"
+    except Exception as exc:
+        # a bucket's client raises its own errors (gcsfs, s3fs): the record is rescued all the same
+        if not is_url(results_dir):
+            raise
+        problem = f"{type(exc).__name__}: {exc}"
     tried = []
     for place in rescue_dirs():
         try:
@@ -365,6 +373,13 @@ def trace_staging(results_dir: Path, scenario: Scenario, task: str) -> Path | No
     (renamed after the record once it has a name), or None when nothing is traced."""
     if not tasks.get(task).traced(scenario):
         return None
+    if is_url(results_dir):
+        raise SpecError(
+            f"--results-dir {results_dir}",
+            "trace",
+            "a traced run's trace files are kept beside its record in a local results directory: "
+            "give a local --results-dir for --trace (copy the folder to the bucket after)",
+        )
     Path(results_dir).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix=".tmp-trace-"))
 

@@ -166,11 +166,11 @@ def _probe(suite: Suite, interpreters: dict[str, str]) -> dict[str, Any]:
 def _write_report(suite: Suite, results_dir: Path) -> Path | None:
     """One report of every record in the suite's results directory (resumed runs'
     earlier records included: they are the suite's too)."""
-    from harness.store import load_records
+    from harness.store import is_results_dir, load_records
     from reports.model import build
     from reports.render import output_format, write
 
-    records = load_records([results_dir]).records if Path(results_dir).is_dir() else []
+    records = load_records([results_dir]).records if is_results_dir(results_dir) else []
     if not records:
         return None
     path, fmt = output_format(suite.report, None)

@@ -103,11 +103,13 @@ def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any
 
 
 def failure_from(exc: BaseException) -> dict[str, Any]:
+    from harness.failure_text import explained
+
     name = type(exc).__name__
     oom = "OutOfMemory" in name or "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
     return {
         "kind": "oom" if oom else "error",
-        "reason": f"{name}: {exc}".strip()[:2000],
+        "reason": explained(f"{name}: {exc}"),  # the cause on its first line, the text cut in the middle
         "traceback": traceback.format_exc()[-4000:],
     }
 

@@ -15,7 +15,9 @@ from harness.cost import FINE_TUNE_FORMULA
 from harness.result import RunRecord
 from harness.textsafe import md_cell
 from reports import absent, glance
+from reports.embed import script_json
 from reports.factors import profile_name, short
+from reports.history import report_markdown, report_section
 from reports.model import COST_NOTE, KEY_INDEXES, MORE_INDEXES, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
@@ -48,11 +50,6 @@ def run_label(section, row) -> str:
 
 def factor_names(section) -> str:
     return ", ".join(short(f) for f in section.factors) or "none (one row)"
-
-
-def script_json(figure) -> str:
-    """A figure as JSON safe inside <script>: no `</script>` can close the element."""
-    return figure.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def trace_links(record: RunRecord, base: Path | None) -> list[dict[str, str]]:
@@ -97,6 +94,7 @@ def html(report: Report, base: Path | None = None) -> str:
         fine_tune_formula=FINE_TUNE_FORMULA,
         projected_note=PROJECTED_NOTE,
         trace_links=lambda record: trace_links(record, base),
+        history=report_section(report.runs),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -164,6 +162,7 @@ def markdown(report: Report) -> str:
     if report.workloads:
         out += _md_workloads(report.workloads)
     out += _projected_markdown(report)
+    out += report_markdown(report.runs)
     if report.failed:
         out += _md_failed(report.failed)
     prices = [

@@ -72,8 +72,10 @@ def print_plans(resolved, as_json: bool) -> int:
 
 
 def require_paths(paths) -> None:
+    from harness.locations import exists, is_url
+
     for path in paths:
-        if not Path(path).exists():
+        if not (exists(str(path)) if is_url(path) else Path(path).exists()):
             raise SpecError(str(path), "", "no such results file or directory")
 
 

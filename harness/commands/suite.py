@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from harness.commands.common import FORCE_HELP, PRICES_HELP, TIMEOUT_HELP, interpreters, plans_json, print_plans
 
@@ -27,11 +26,12 @@ def run(args) -> int:
     from rich.console import Console
 
     from harness.display import RunProgress, summary
+    from harness.locations import location
     from harness.suite import run_suite
 
     console = Console(stderr=args.json)
     options = {
-        "results_dir": Path(args.results_dir) if args.results_dir else None,
+        "results_dir": location(args.results_dir) if args.results_dir else None,
         "interpreters": interpreters(args.python),
         "force": args.force,
         "timeout_s": args.timeout,
