@@ -35,7 +35,9 @@ def validate(doc: dict[str, Any], source: str) -> Scenario:
     try:
         return Scenario.model_validate(doc)
     except ValidationError as exc:
-        raise first_error(exc, source) from None
+        from harness.suggest import scenario_keys_at
+
+        raise first_error(exc, source, scenario_keys_at) from None
     except RecursionError:
         raise SpecError(source, "", "document nests too deeply") from None
 

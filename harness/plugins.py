@@ -53,7 +53,10 @@ class Registry:
         if name not in self._targets:
             self._from_entry_points()
         if name not in self._targets:
-            raise self.error(f"unknown {self.kind} {name!r} (known: {', '.join(self._targets)})")
+            from harness.suggest import did_you_mean
+
+            hint = did_you_mean(name, self._targets)
+            raise self.error(f"unknown {self.kind} {name!r} (known: {', '.join(self._targets)}){hint}")
 
     def target(self, name: str) -> str:
         """Where `name` is defined: a worker process registers it from this."""

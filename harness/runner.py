@@ -66,6 +66,7 @@ class SweepResult:
     # Matrix cells this backend cannot execute (variant, the refusal's one line); the
     # other cells ran. A sweep whose every cell is refused is refused whole (exit 2).
     refused: list[tuple[str, str]] = field(default_factory=list)
+    backend: str | None = None  # the backend the sweep ran (or planned) on
 
     @property
     def failed(self) -> list[RunRecord | dict[str, Any]]:
@@ -85,7 +86,7 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     chosen, runs, resolved, refused, catalog = _plan_sweep(request)
     if request.dry_run:
-        return SweepResult([], [], resolved, refused=refused)
+        return SweepResult([], [], resolved, refused=refused, backend=chosen.name)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
