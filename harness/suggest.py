@@ -1,4 +1,4 @@
-""""did you mean ...?" for the names a user misspells: scenario and suite keys
+"""Did-you-mean ("did you mean train.steps?") ...?" for the names a user misspells: scenario and suite keys
 (`--set train.stepz=4`), backends (`--backend torchh`). Standard library and pydantic
 only: the registries and the YAML reader use it."""
 

@@ -31,16 +31,13 @@ def test_ci_installs_the_main_environment_with_the_readme_line_verbatim():
     assert lines.index(install) < lines.index("pytest")
     # nothing pins or pre-installs the main environment's torch before the README's line
     before = "\n".join(lines[: lines.index(install)])
-    assert not re.search(r"\.venv/bin/python\S* +torch", before) and "editable \"$PWD/.venv" not in before
+    assert not re.search(r"\.venv/bin/python\S* +torch", before) and 'editable "$PWD/.venv' not in before
 
 
 def test_every_extra_that_names_torch_keeps_out_the_releases_that_break_torchax():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     torch_ranges = {
-        name: req.specifier
-        for name, reqs in extras.items()
-        for req in map(Requirement, reqs)
-        if req.name == "torch"
+        name: req.specifier for name, reqs in extras.items() for req in map(Requirement, reqs) if req.name == "torch"
     }
     # the README's line installs torch and torchax (test) together: both extras bound it
     assert {"torch", "torchax", "test"} <= set(torch_ranges)

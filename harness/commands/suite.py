@@ -76,6 +76,8 @@ def _print_outcomes(outcomes: list, console, *, plans: bool) -> None:
         if o.not_installed:
             console.print(f"  [yellow]not installed here: {escape(o.not_installed)}[/yellow]")
         if (o.skipped_reason or o.not_installed) and plans and o.result:
-            console.print("  a preview: planned on one device of this host's CPU; where the backend is installed its probe names the devices")
+            console.print(
+                "  a preview: planned on one device of this host's CPU; where the backend is installed its probe names the devices"
+            )
         if plans and o.result:
             print_plans(o.result.plans, False, o.entry.backend)

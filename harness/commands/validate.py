@@ -49,4 +49,6 @@ def _validate_suite(path: str) -> None:
     from harness.suite import validate_suite
 
     suite, runs = validate_suite(path)
-    print(f"{path}: ok (suite {suite.name}: {len(suite.runs)} {'entry' if len(suite.runs) == 1 else 'entries'}, {plural(runs, 'run')})")
+    print(
+        f"{path}: ok (suite {suite.name}: {len(suite.runs)} {'entry' if len(suite.runs) == 1 else 'entries'}, {plural(runs, 'run')})"
+    )
