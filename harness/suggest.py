@@ -1,4 +1,4 @@
-"""Did-you-mean ("did you mean train.steps?") ...?" for the names a user misspells: scenario and suite keys
+"""Did-you-mean hints ("did you mean train.steps?") for the names a user misspells: scenario and suite keys
 (`--set train.stepz=4`), backends (`--backend torchh`). Standard library and pydantic
 only: the registries and the YAML reader use it."""
 
