@@ -1,6 +1,7 @@
 """Did-you-mean hints ("did you mean train.steps?") for the names a user misspells: scenario and suite keys
 (`--set train.stepz=4`), backends (`--backend torchh`). Standard library and pydantic
-only: the registries and the YAML reader use it."""
+only, nothing of bench: the YAML reader and the loader use it (the plug-in registry,
+on the ground floor, spells its own with difflib)."""
 
 from __future__ import annotations
 
@@ -49,19 +50,6 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
-
-
-def scenario_keys_at(path: tuple[Any, ...]) -> list[str]:
-    """The keys a scenario accepts at a location: its fields and every task's sections at
-    the top, a task section's model's fields under it."""
-    from harness.spec import Scenario, task_sections
-
-    sections = task_sections()
-    if not path:
-        return [*Scenario.model_fields, *sections]
-    if path[0] in sections:
-        return model_keys(sections[path[0]][1].model, path[1:])
-    return model_keys(Scenario, path)
 
 
 def keys_of(model: Any) -> Callable[[tuple[Any, ...]], list[str]]:

@@ -76,7 +76,7 @@ def run(args) -> int:
     try:
         write(report, path, fmt)
     except OSError as exc:  # the folder changed since the check (removed, filled, made read-only)
-        raise SpecError("-o", str(path), f"cannot write the report: {exc.strerror or exc}") from None
+        raise SpecError(f"-o {path}", "", f"cannot write the report: {exc.strerror or exc}") from None
     console.print(f"wrote {fmt} report of {len(records)} records to {path}")
     return 0
 
