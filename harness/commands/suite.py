@@ -70,14 +70,19 @@ def _print_outcomes(outcomes: list, console, *, plans: bool) -> None:
     from rich.markup import escape
 
     for o in outcomes:
-        console.print(f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})")
+        console.print(
+            f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})",
+            soft_wrap=True,
+        )
         if o.skipped_reason:
-            console.print(f"  [yellow]skipped: {escape(o.skipped_reason)}[/yellow]")
+            console.print(f"  [yellow]skipped: {escape(o.skipped_reason)}[/yellow]", soft_wrap=True)
         if o.not_installed:
-            console.print(f"  [yellow]not installed here: {escape(o.not_installed)}[/yellow]")
+            console.print(f"  [yellow]{escape(o.not_installed)}[/yellow]", soft_wrap=True)
         if (o.skipped_reason or o.not_installed) and plans and o.result:
             console.print(
-                "  a preview: planned on one device of this host's CPU; where the backend is installed its probe names the devices"
+                "  a preview: not installed here, so planned on one device of this host's CPU "
+                "(where the backend is installed, its probe names the devices)",
+                soft_wrap=True,
             )
         if plans and o.result:
             print_plans(o.result.plans, False, o.entry.backend)
