@@ -67,6 +67,7 @@ class SweepResult:
     # Matrix cells this backend cannot execute (variant, the refusal's one line); the
     # other cells ran. A sweep whose every cell is refused is refused whole (exit 2).
     refused: list[tuple[str, str]] = field(default_factory=list)
+    backend: str | None = None  # the backend the sweep ran (or planned) on
 
     @property
     def failed(self) -> list[RunRecord | dict[str, Any]]:
@@ -86,7 +87,7 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     chosen, runs, resolved, refused, catalog = _plan_sweep(request)
     if request.dry_run:
-        return SweepResult([], [], resolved, refused=refused)
+        return SweepResult([], [], resolved, refused=refused, backend=chosen.name)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
@@ -129,10 +130,29 @@ def _plan_sweep(request: RunRequest):
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
     for run in runs:
         registry.validate_backend_options(run.scenario, request.scenario_path)
-    resolved, refused = plan_cells(runs, chosen, request.scenario_path)
+    try:
+        resolved, refused = plan_cells(runs, chosen, request.scenario_path)
+    except SpecError as exc:
+        raise axis_refusal_with_the_way(exc, chosen.name, named=bool(request.backend or base.backend)) from None
     for _, plan in resolved:  # a multi-host job's environment, checked before any work
         hosts.role(plan.hosts if plan is not None else 1)
     return chosen, runs, resolved, refused, catalog
+
+
+def axis_refusal_with_the_way(exc: SpecError, backend: str, named: bool) -> SpecError:
+    """A refusal of a parallel axis the backend lacks (`parallel.fsdp: 4 ...: this
+    backend has no fsdp parallelism`), completed with the backend that refused (named,
+    or picked as the best available here) and the two ways to run the file here: on one
+    device, or on a backend that has the axis. Any other refusal is returned as it was."""
+    axis = exc.field.removeprefix("parallel.")
+    if not exc.field.startswith("parallel.") or f"no {axis} parallelism" not in exc.message:
+        return exc
+    how = "named" if named else "the best available here; the scenario names none"
+    others = [n for n, info in registry.all_backends().items() if n != backend and axis in info.capabilities.axes]
+    way = "--set parallel.devices=1 (one device: every axis 1)"
+    if others:
+        way += f", or a backend with a {axis} axis: --backend {' / '.join(others)}"
+    return SpecError(exc.source, exc.field, f"{exc.message}; backend {backend} ({how}); to run it here: {way}")
 
 
 @dataclass
@@ -235,14 +255,15 @@ def preflight(request: RunRequest, base: Scenario) -> dict[str, Any]:
     return catalog
 
 
-def check_results_dir(results_dir: Path) -> None:
+def check_results_dir(results_dir: Path, flag: str = "--results-dir") -> None:
     """The results directory (or the nearest existing folder above it, where it would be
     created) is a directory this process can write: tried with a real file, since
-    permission bits do not tell (root, read-only mounts). Creates nothing that stays."""
+    permission bits do not tell (root, read-only mounts). Creates nothing that stays.
+    `flag`: the option that named it (`bench report -o` checks its file's folder)."""
     if is_url(results_dir):
-        return check_writable(str(results_dir), f"--results-dir {results_dir}")
+        return check_writable(str(results_dir), f"{flag} {results_dir}")
     target = Path(results_dir)
-    where = f"--results-dir {target}"
+    where = f"{flag} {target}"
     existing = target
     while not existing.exists():
         if existing.is_symlink():

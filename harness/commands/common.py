@@ -48,21 +48,34 @@ def stderr_console():
     return Console(stderr=True)
 
 
-def plans_json(resolved) -> list[dict]:
-    """Each run's execution plan as JSON: variant, repeat, plan (None without a train task)."""
+def plans_json(resolved, backend: str | None = None) -> list[dict]:
+    """Each run's execution plan as JSON: variant, repeat, plan (None without a train
+    task), and the choices above it (`choices`: harness.run_lines, field -> text)."""
+    from harness.run_lines import run_lines
+
     return [
-        {"variant": run.variant, "repeat": run.repeat, "plan": plan.model_dump(mode="json") if plan else None}
+        {
+            "variant": run.variant,
+            "repeat": run.repeat,
+            "plan": plan.model_dump(mode="json") if plan else None,
+            "choices": dict(run_lines(run, backend)),
+        }
         for run, plan in resolved
     ]
 
 
-def print_plans(resolved, as_json: bool) -> int:
-    """`bench run --dry-run` / `bench plan`: each run's execution plan, nothing run."""
+def print_plans(resolved, as_json: bool, backend: str | None = None) -> int:
+    """`bench run --dry-run` / `bench plan`: each run's choices (backend, profile, tasks,
+    padding, attention, options: harness.run_lines) and execution plan, nothing run."""
+    from harness.run_lines import run_lines
+
     if as_json:
-        print(json.dumps(plans_json(resolved), indent=1))
+        print(json.dumps(plans_json(resolved, backend), indent=1))
         return 0
     for run, plan in resolved:
         print(f"{run.scenario.name} [{run.variant}] repeat {run.repeat}:")
+        for name, value in run_lines(run, backend):
+            print(f"  {name:<24}{value}")
         if plan is None:
             print("  (no train task: nothing to plan)")
             continue

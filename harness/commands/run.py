@@ -63,7 +63,7 @@ def run(args) -> int:
     for variant, why in result.refused:  # the other cells ran (or would run)
         print(f"bench: refused [{variant}]: {why}", file=sys.stderr)
     if args.dry_run:
-        return print_plans(result.plans, args.json)
+        return print_plans(result.plans, args.json, result.backend)
     if result.records:
         console.print(summary(result.records, console))
     _print_skipped(result.skipped_records, console)
