@@ -56,7 +56,8 @@ EXECUTED_CONVENTION = (
     "masked kernel computes the masked scores too); what a compiler's cost model counts for the same tokens"
 )
 HFU_CONVENTION = (
-    "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
+    "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing, "
+    "and the LM head's forward (2 per head weight per token) where the chunked loss recomputes it"
 )
 
 # Gemma 3 interleaves sliding-window layers with a global one: every 6th layer is global
@@ -99,6 +100,9 @@ class FlopsModel:
     lora: bool
     adapter_params: int  # LoRA weights (0 for a full fine-tune)
     checkpointing: bool = False
+    # The chunked loss recomputes the LM head's forward in the backward (the record's
+    # raw.execution.loss_recompute): 2 FLOPs per head weight per token again.
+    head_recompute: bool = False
 
     def dense_per_token(self) -> float:
         layers, head = matmul_weights(self.arch)
@@ -113,11 +117,13 @@ class FlopsModel:
 
     def recompute_per_row(self, length: int) -> float:
         """The decoder layers' forward again (activation checkpointing): 2 per weight
-        and a third of the attention."""
+        and a third of the attention; the LM head's forward again (2 per head weight)
+        where the loss recomputes it."""
+        layers, head = matmul_weights(self.arch)
+        again = length * 2 * head if self.head_recompute else 0.0
         if not self.checkpointing:
-            return 0.0
-        layers, _ = matmul_weights(self.arch)
-        return length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
+            return again
+        return again + length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
 
     def masked_attention_per_row(self, length: int) -> float:
         """Attention as an eager (masked) kernel executes it over a padded row: every
