@@ -257,8 +257,7 @@ def fixed_packed_rows(steps: list[StepBatch], pad_id: int) -> list[StepBatch]:
     real tokens and the loss are unchanged, only the padded tokens grow)."""
     rows = max(m.input_ids.shape[0] for step in steps for m in step.micro_batches)
     return [
-        StepBatch(s.index, tuple(pad_rows(m, rows, pad_id) for m in s.micro_batches), s.num_loss_tokens)
-        for s in steps
+        StepBatch(s.index, tuple(pad_rows(m, rows, pad_id) for m in s.micro_batches), s.num_loss_tokens) for s in steps
     ]
 
 

@@ -94,7 +94,9 @@ def test_no_mask_path_gives_the_masked_paths_loss_and_lora_gradients(padding, wi
     lengths = [20, 13, 7]
     ids, mask, labels = right_padded_batch(lengths, 20 if padding == "static" else max(lengths))
     if padding == "static":
-        ids, mask, labels = (torch.nn.functional.pad(t, (0, 4), value=v) for t, v in ((ids, 0), (mask, 0), (labels, -100)))
+        ids, mask, labels = (
+            torch.nn.functional.pad(t, (0, 4), value=v) for t, v in ((ids, 0), (mask, 0), (labels, -100))
+        )
     results = {}
     for path, given in (("masked", mask), ("no mask", None)):
         model = lora_model(window)
@@ -146,7 +148,9 @@ def test_the_recorded_sdpa_kernel_is_the_one_torch_selects_for_those_arguments()
     import contextlib
 
     loss = losses.TokenLoss(lora_model(32), "chunked")
-    facts = attention.attention_facts(loss, options(), torch.device("cpu"), contextlib.nullcontext, probe_scenario(), "torch")
+    facts = attention.attention_facts(
+        loss, options(), torch.device("cpu"), contextlib.nullcontext, probe_scenario(), "torch"
+    )
     q = torch.randn(1, ARCH["num_heads"], 24, ARCH["head_dim"], requires_grad=True)
     kv = torch.randn(1, ARCH["num_kv_heads"], 24, ARCH["head_dim"], requires_grad=True)
     expected = SDPA_NAMES[torch._fused_sdp_choice(q, kv, kv, None, 0.0, True, enable_gqa=True)]
@@ -169,7 +173,9 @@ def test_a_pinned_kernel_that_cannot_run_is_refused_in_one_line():
     assert "\n" not in str(e.value)
     eager = losses.TokenLoss(lora_model(32, "eager"), "chunked")
     with pytest.raises(ValueError, match=r"^backend_options\.torch\.sdpa_kernel: flash needs SDPA attention"):
-        attention.attention_facts(eager, options("flash"), torch.device("cpu"), contextlib.nullcontext, probe_scenario(), "torch")
+        attention.attention_facts(
+            eager, options("flash"), torch.device("cpu"), contextlib.nullcontext, probe_scenario(), "torch"
+        )
 
 
 # --------------------------------------------------------------------------- loss memory model
@@ -325,7 +331,12 @@ def test_a_packed_compiled_run_on_w1s_data_never_recompiles_after_warm_up(tmp_pa
     execution = record["raw"]["execution"]
     assert execution["sdpa_kernel"] in ("flash", "math", "mixed") and execution["sdpa_kernel_calls"]
     assert execution["attention_mask"].startswith("per example")
-    assert execution["choices"] == {"compile": "pinned", "attention": "pinned", "loss_kernel": "auto", "sdpa_kernel": "auto"}
+    assert execution["choices"] == {
+        "compile": "pinned",
+        "attention": "pinned",
+        "loss_kernel": "auto",
+        "sdpa_kernel": "auto",
+    }
     # The data really varies: the rows holding real tokens differ between passes (2 in
     # the warm-up pass, 3 in the first measured one: a new shape without the fixed
     # count), and the fixed row count is the largest of them.

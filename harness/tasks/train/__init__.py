@@ -329,7 +329,9 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
             "reason": f"loss became {value} at step {step}: the run computed something wrong "
             "(learning rate, precision, masking); its speed is not reported",
         }
-    record["metrics"] = metric_fns.training_metrics(raw, accelerator, flops_model(run.scenario, raw["model"], raw.get("execution")))
+    record["metrics"] = metric_fns.training_metrics(
+        raw, accelerator, flops_model(run.scenario, raw["model"], raw.get("execution"))
+    )
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
     record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
     return None
