@@ -56,9 +56,10 @@ EXECUTED_CONVENTION = (
     "masked kernel computes the masked scores too); what a compiler's cost model counts for the same tokens"
 )
 HFU_CONVENTION = (
-    "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing, "
-    "and the LM head's forward (2 per head weight per token) where the chunked loss recomputes it"
+    "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
 )
+# Added to the convention of a run whose chunked loss recomputed the LM head (#36).
+HFU_HEAD_RECOMPUTE = ", plus the LM head's forward again (2 per head weight per real token): the loss recomputed it"
 
 # Gemma 3 interleaves sliding-window layers with a global one: every 6th layer is global
 # (transformers' Gemma3TextConfig layer_types).
@@ -260,7 +261,7 @@ def _flops_figures(flops, kept, calm, calm_s, real_tokens, peak, chips) -> dict[
         "mfu": mfu(flops_per_s, peak, chips) if flops_per_s is not None else None,
         "hfu": mfu(hw_flops_per_s, peak, chips) if hw_flops_per_s is not None else None,
         "mfu_convention": MFU_CONVENTION,
-        "hfu_convention": HFU_CONVENTION,
+        "hfu_convention": HFU_CONVENTION + (HFU_HEAD_RECOMPUTE if counted and flops.head_recompute else ""),
         "peak_flops_per_chip": peak,
     }
 
