@@ -68,10 +68,10 @@ class TokenLoss(torch.nn.Module):
 
     `mask` None on unpacked rows: right-padded causal rows (backends/torch_common/
     attention.py), so the decoder gets the causal-only masks. `chunking`: the chunked
-    kernel's plan for a forward pass of up to `chunking.tokens_planned` tokens (None: the
-    fixed 2^28-byte chunks, recomputed, as before the memory model). The number of chunks
-    is fixed by the plan, not by the tokens of a pass, so a compiled graph does not
-    specialise on the row count."""
+    kernel's plan (backends/loss_chunks.py) for a forward pass of up to `tokens` tokens
+    (None: the fixed 2^28-byte chunks, recomputed, as before the memory model). With
+    `tokens`, the number of chunks is fixed by the plan, not by the tokens of a pass, so
+    a compiled graph does not specialise on the row count."""
 
     def __init__(self, model: torch.nn.Module, kernel: str, chunking: LossChunking | None = None, tokens: int = 0):
         super().__init__()
