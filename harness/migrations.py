@@ -58,7 +58,11 @@ def _flops(doc: dict[str, Any]):
     lora = train["method"] == "lora"
     adapters = raw["model"]["num_trainable_params"] if lora else 0
     return FlopsModel(
-        arch, lora=lora, adapter_params=adapters, checkpointing=train.get("gradient_checkpointing", False)
+        arch,
+        lora=lora,
+        adapter_params=adapters,
+        checkpointing=train.get("gradient_checkpointing", False),
+        head_recompute=bool(raw.get("execution", {}).get("loss_recompute", False)),  # since #36
     )
 
 

@@ -239,9 +239,12 @@ def plan_failure(plan, facts: dict[str, Any]) -> dict[str, Any] | None:
     return {"kind": "plan_mismatch", "reason": f"the backend did not execute the plan: {shown}", "differences": found}
 
 
-def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel":
+def flops_model(
+    scenario, model_facts: dict[str, Any], execution: dict[str, Any] | None = None
+) -> "metric_fns.FlopsModel":
     """The FLOPs convention's inputs: the architecture the backend reports having built
-    (the scenario's when it reports none) and the LoRA weights it really trains."""
+    (the scenario's when it reports none), the LoRA weights it really trains, and
+    whether its loss recomputed the LM head (`execution.loss_recompute`)."""
     train = scenario.train
     lora = train.method == "lora"
     arch = model_facts.get("architecture") or scenario.model.architecture()
@@ -250,6 +253,7 @@ def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel
         lora=lora,
         adapter_params=model_facts["num_trainable_params"] if lora else 0,
         checkpointing=train.gradient_checkpointing,
+        head_recompute=bool((execution or {}).get("loss_recompute", False)),
     )
 
 
@@ -263,7 +267,9 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
             "reason": f"loss became {value} at step {step}: the run computed something wrong "
             "(learning rate, precision, masking); its speed is not reported",
         }
-    record["metrics"] = metric_fns.training_metrics(raw, accelerator, flops_model(run.scenario, raw["model"]))
+    record["metrics"] = metric_fns.training_metrics(
+        raw, accelerator, flops_model(run.scenario, raw["model"], raw.get("execution"))
+    )
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
     record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
     return None
