@@ -148,55 +148,49 @@ def tunix_setup_term():
     )
 
 
-def runs() -> list[Run]:
-    """The suite, in the order it runs, budgets computed."""
+TORCH_FAST = {"model.attention": "sdpa", "backend_options.torch.compile": "true"}
+FSDP_FAST = {"model.attention": "sdpa", "backend_options.gpu-fsdp.compile": "true"}
+
+
+def core_runs() -> list[Run]:
+    """W1 on every backend (static), torch packed, the local engine at 1 and 32."""
     hf_setup = term("hf_setup", what="setup")
-    torch_fast = {"model.attention": "sdpa", "backend_options.torch.compile": "true"}
-    fsdp_fast = {"model.attention": "sdpa", "backend_options.gpu-fsdp.compile": "true"}
-    serve = lambda label, sets, rounds: Run(  # noqa: E731
-        label,
-        "scenarios/gemma270m.yaml",
-        "torch",
-        {"tasks": "[serve]", "serve.engine": "local", **sets},
-        [term("start"), hf_setup, term("serve_request", rounds, "requests")],
-    )
-    found = [
+    tunix = {"backend_options.jax-tunix.fuse_kv_lora": "true"}
+    packed = {**TORCH_FAST, "sequence.padding": "packed"}
+
+    def serve(label, sets, rounds):
+        terms = [term("start"), hf_setup, term("serve_request", rounds, "requests")]
+        return Run(
+            label, "scenarios/gemma270m.yaml", "torch", {"tasks": "[serve]", "serve.engine": "local", **sets}, terms
+        )
+
+    return [
         w1("W1 torchax", "torchax", {}, hf_setup, "torchax_compile", "torchax_step"),
-        w1("W1 torch", "torch", torch_fast, hf_setup, "torch_compile", "torch_step", trace=3),
-        w1("W1 gpu-fsdp", "gpu-fsdp", fsdp_fast, hf_setup, "torch_compile", "fsdp_step"),
-        w1(
-            "W1 jax-tunix",
-            "jax-tunix",
-            {"backend_options.jax-tunix.fuse_kv_lora": "true"},
-            tunix_setup_term(),
-            "tunix_compile",
-            "tunix_step",
-        ),
-        w1(
-            "W1 torch packed",
-            "torch",
-            {**torch_fast, "sequence.padding": "packed"},
-            hf_setup,
-            "torch_compile",
-            "torch_step",
-        ),
-        # Concurrency 1: the requests one after another; 32: ceil(64 / 32) rounds + the warm-up.
+        w1("W1 torch", "torch", TORCH_FAST, hf_setup, "torch_compile", "torch_step", trace=3),
+        w1("W1 gpu-fsdp", "gpu-fsdp", FSDP_FAST, hf_setup, "torch_compile", "fsdp_step"),
+        w1("W1 jax-tunix", "jax-tunix", tunix, tunix_setup_term(), "tunix_compile", "tunix_step"),
+        w1("W1 torch packed", "torch", packed, hf_setup, "torch_compile", "torch_step"),
+        # Concurrency 1: 16 + 2 warm-up requests one after another; 32: ceil(64 / 32) rounds + the warm-up.
         serve("W1 serve local c1", {**SERVE_C1, "serve.load.concurrency": 1}, 18),
         serve("W1 serve local c32", {**SERVE_C32, "serve.load.concurrency": 32}, 3),
     ]
-    padding_steps = 3 * (W1_STEPS["train.steps"])  # three cells (static, dynamic, bucketed)
-    found += [
+
+
+def padding_runs() -> list[Run]:
+    """The padding matrices (static, dynamic, bucketed: three runs each), if time remains."""
+    steps = 3 * W1_STEPS["train.steps"]
+    setup_what, setup_s, setup_source = tunix_setup_term()
+    fsdp_terms = [term("start"), term("hf_setup", 3, "setup"), term("torch_compile", 3, "compiles")]
+    tunix_terms = [term("start"), (f"setup (3 x {setup_s:.1f} s)", 3 * setup_s, setup_source)]
+    tunix_terms.append(term("tunix_compile", 3, "compiles"))
+    sets = {"parallel.devices": 1, **W1_STEPS}
+    return [
         Run(
             "padding gpu-fsdp compiled",
             "scenarios/padding.yaml",
             "gpu-fsdp",
-            {"parallel.devices": 1, **fsdp_fast, **W1_STEPS},
-            [
-                term("start"),
-                term("hf_setup", 3, "setup"),
-                term("torch_compile", 3, "compiles"),
-                term("fsdp_step", padding_steps, "steps"),
-            ],
+            {**sets, **FSDP_FAST},
+            [*fsdp_terms, term("fsdp_step", steps, "steps")],
             core=False,
             cells=3,
         ),
@@ -204,17 +198,17 @@ def runs() -> list[Run]:
             "padding jax-tunix",
             "scenarios/padding.yaml",
             "jax-tunix",
-            {"parallel.devices": 1, **W1_STEPS},
-            [
-                term("start"),
-                (f"setup (3 x {tunix_setup_term()[1]:.1f} s)", 3 * tunix_setup_term()[1], tunix_setup_term()[2]),
-                term("tunix_compile", 3, "compiles"),
-                term("tunix_step", padding_steps, "steps"),
-            ],
+            sets,
+            [*tunix_terms, term("tunix_step", steps, "steps")],
             core=False,
             cells=3,
         ),
     ]
+
+
+def runs() -> list[Run]:
+    """The suite, in the order it runs, budgets computed."""
+    found = core_runs() + padding_runs()
     for index, run in enumerate(found, 1):
         run.slug = f"{index:02d}-" + "-".join(run.label.lower().replace(",", "").split())
         run.budget_s = int(5 * math.ceil(MARGIN * sum(seconds for _, seconds, _ in run.terms) / 5))

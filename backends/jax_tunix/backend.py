@@ -80,7 +80,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         distributed.initialize(self.plan)
         import jax
 
-        from backends.jax_common.loss import resolve_kernel
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for
         from backends.jax_tunix import model as tunix_model
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
@@ -90,6 +90,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
+        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.remat = tunix_model.remat_policy(self.plan.gradient_checkpointing, self.options.remat)
         config = tunix_model.tunix_config(
             tunix_model.scenario_architecture(self.scenario), tunix_model.stored_dtype(self.plan), self.remat
@@ -262,7 +263,10 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             "trainer": "tunix PeftTrainer",
             "trainer_metrics": "written when the trainer closes (no per-step host reads)",
             "max_inflight_steps": self.options.max_inflight_steps,
-            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, self.config.num_embed),
+            **kernel_facts(
+                self.loss_kernel, self.plan.rows_per_forward, self.config.num_embed, self.scenario.sequence.max_length
+            ),
+            "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
             # Tunix's RematConfig, from train.gradient_checkpointing and the option remat.
             "remat": self.remat,
             **attention_facts(self.options.attention, *self.attention, MASKED_ATTENTION),

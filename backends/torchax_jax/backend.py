@@ -74,7 +74,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        from backends.jax_common.loss import resolve_kernel
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for
 
         self._refuse_what_torchax_cannot_run()
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
@@ -86,6 +86,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         self._listen_for_compiles()
         self.devices = self._plan_devices()
+        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.mesh = self._mesh()
         model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
         self.attention = choose_attention(model, self.options.attention, self.devices[0].platform, self.plan)
@@ -288,7 +289,8 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         vocab = causal_lm(self.model).config.vocab_size
         trained = self.seen.get("trained_weights_compute") or set()
         return {
-            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab),
+            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab, self.scenario.sequence.max_length),
+            "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
             **attention_facts(self.options.attention, *self.attention, masked_attention(self.model)),
             # The LoRA (trained) weights' matmuls: fp32 masters cast per step (loss.in_compute_dtype).
             "trained_weights_compute": "+".join(sorted(torch_dtype_name(d) for d in trained)) or None,
