@@ -18,11 +18,7 @@ STACKS = {
     "torchax": ("torchax", "torchax", "pip install -e '.[torchax]'"),
     "jax-tunix": ("jax-tunix", "tunix", ".ci/run builds .venv-jax"),
 }
-CASES = {
-    "static, window < sequence",
-    "dynamic, window < sequence",
-    "static, window >= sequence",
-}
+CASES = {"static, window < sequence", "dynamic, window < sequence", "static, window >= sequence"}
 
 
 @pytest.fixture(scope="module", params=sorted(STACKS))
