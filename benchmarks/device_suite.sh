@@ -1,47 +1,56 @@
 #!/usr/bin/env bash
-# The accelerator suite on a GPU host with no package index, as one prepared command
-# (docs/measurements.md, "The accelerator suite on an H100"). Run from the repository root
-# with the offline wheels in .whl/ (`python -m harness.offline download .whl
-# --python-version 3.12` on a machine with internet):
+# The device suite on a GPU host with no package index, as one prepared command (#36;
+# docs/measurements.md, "#36 JAX side and device suite"). Its runs, their order and
+# budgets are benchmarks/device_suite.py's; see them anywhere with:
 #
-#   OUT=/some/dir SUITE_BUDGET_S=400 RUN_TIMEOUT_S=110 bash benchmarks/device_suite.sh
+#   bash benchmarks/device_suite.sh --dry-run
 #
-# Every phase runs whatever the one before it did (no `set -e`): a backend that fails
-# still leaves the others' records, and the report and the records' archive are always
-# written. The whole suite is bounded (SUITE_BUDGET_S) and so is each run (RUN_TIMEOUT_S):
-# a run cut short is a failed record saying so, the rest goes on.
+# On the device machine, from the repository root, with the offline wheels in .whl/
+# (here: `python -m harness.offline download .whl --python-version 3.12`, and
+# `echo /.whl/ >> .git/info/exclude` so the folder travels only when carried):
+#
+#   device tool: run, carry [".whl"], timeout_s 600, command:
+#     OUT=$OUT bash benchmarks/device_suite.sh
+#
+# The wheel folder is checked first: without it the script stops, saying the carry to
+# pass. Every phase after the install runs whatever the one before did (no `set -e`).
+# Each run's record is in $OUT/records.tgz (rewritten after every run) and its line in
+# $OUT/runs.tsv the moment it ends, so a command cut at its limit still returns them.
+# DEVICE_SUITE_TINY=1 DEVICE_SUITE_ONLY=N: run entry N alone with a tiny model (a CPU check
+# of the $OUT writing); DEADLINE_S: seconds for the runs (default 480).
 set -uo pipefail
+cd "$(dirname "$0")/.."
+py=${PYTHON:-python3}
+if [ "${1:-}" = "--dry-run" ]; then
+  exec $py benchmarks/device_suite.py --dry-run
+fi
 OUT="${OUT:-$PWD/device-out}"
-RESULTS="${RESULTS:-/tmp/bench-results}"
 SITE="${SITE:-/tmp/site}"
-mkdir -p "$OUT" "$RESULTS"
+mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-py=python3
+
+WHEELS="${WHEELS:-.whl}"  # the carried wheel folder (a test points it elsewhere)
+if [ "${DEVICE_SUITE_TINY:-}" != "1" ] && ! ls "$WHEELS"/bench-*.whl >/dev/null 2>&1; then
+  echo "device_suite: no wheel folder $WHEELS/ with bench's wheel in $PWD: build it where pip works" \
+       "(python -m harness.offline download .whl --python-version 3.12; echo /.whl/ >> .git/info/exclude)" \
+       "and call the device tool's run with carry: [\".whl\"]" | tee "$OUT/suite.log" >&2
+  exit 2
+fi
 
 phase() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 {
-  phase "machine"
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
-  $py -c "import sys, torch, jax, transformers, peft; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'jax', jax.__version__, jax.devices(), 'transformers', transformers.__version__, 'peft', peft.__version__)"
-
-  phase "offline install (no index) and import check"
-  $py -m harness.offline install .whl --target "$SITE"
-  export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-  $py -m harness.offline check --target "$SITE"
-
-  phase "backends"
-  $py -m harness.cli backends
-
-  phase "suite (budget ${SUITE_BUDGET_S:-400} s, ${RUN_TIMEOUT_S:-110} s a run)"
-  timeout --signal=INT --kill-after=20 "${SUITE_BUDGET_S:-400}" \
-    $py -m harness.cli suite scenarios/suites/accelerator.yaml --results-dir "$RESULTS" \
-      --timeout "${RUN_TIMEOUT_S:-110}" --no-progress
-  echo "suite exit: $?"
-
-  phase "report and records"
-  $py -m harness.cli report "$RESULTS" -o "$OUT/report.html"
-  $py -m harness.cli report "$RESULTS" -o "$OUT/report.md"
-  $py -m harness.cli show "$RESULTS" > "$OUT/show.txt" 2>&1
-  tar czf "$OUT/records.tgz" -C "$RESULTS" .
+  if [ "${DEVICE_SUITE_TINY:-}" != "1" ]; then
+    phase "machine"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+    phase "offline install (no index) and import check"
+    $py -m harness.offline install "$WHEELS" --target "$SITE"
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+    $py -m harness.offline check --target "$SITE"
+    $py -c "import sys, torch, jax; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'jax', jax.__version__, jax.devices())"
+  fi
+  phase "runs"
+  $py benchmarks/device_suite.py run
+  phase "report"
+  $py -m harness.cli report "${RESULTS:-/tmp/bench-results}" -o "$OUT/report.md"
   phase "done"
-} 2>&1 | tee "$OUT/suite.log"
+} 2>&1 | tee -a "$OUT/suite.log"

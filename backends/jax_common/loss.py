@@ -12,7 +12,9 @@ their gradient alive at once. `backend_options.<b>.loss_kernel` picks:
   and the checkpoint saves only the body's inputs (a slice of hidden states), so the
   backward recomputes each chunk's logits instead of storing them. At most one chunk's
   fp32 logits exist at a time. The same sum as plain, to fp32 rounding.
-- `auto`: chunked (the record says which ran).
+- `auto`: chunked (the record says which ran), its chunks sized for the device: on an
+  accelerator up to 1/16 of its memory for one chunk's fp32 logits
+  (`size_chunks_for_device`), so W1's micro-batch is one chunk and nothing is recomputed.
 
 Where one chunk holds the whole sequence (a small vocabulary: 2^28 bytes of logits
 cover it), chunked is one pass with no recompute: the same memory, no extra FLOPs.
@@ -35,19 +37,48 @@ def resolve_kernel(wanted: str) -> str:
     return "chunked" if wanted == "auto" else wanted
 
 
-def kernel_facts(kernel: str, rows: int, vocab_size: int) -> dict:
+# On an accelerator one chunk's fp32 logits may take this share of the device's memory
+# (#36: the chunk then holds a whole W1 micro-batch on an 80 GB card, so the head is not
+# recomputed in the backward); on a CPU the shared budget (backends/loss_chunks.py).
+DEVICE_SHARE = 16
+_CHUNK_BUDGET: dict = {"bytes": None, "source": "the shared budget, backends/loss_chunks.py"}
+
+
+def size_chunks_for_device(platform: str, memory_bytes: int | None) -> None:
+    """Chunks sized for this process's accelerator (`platform` gpu or tpu, with the
+    memory JAX reports for it); the shared budget stays elsewhere. Each backend's worker
+    is its own process, so this sets the budget for its run."""
+    if platform in ("gpu", "tpu") and memory_bytes:
+        share = f"1/{DEVICE_SHARE} of the device's {memory_bytes / 2**30:.1f} GiB"
+        _CHUNK_BUDGET.update(bytes=memory_bytes // DEVICE_SHARE, source=share)
+
+
+def size_chunks_for(devices) -> None:
+    """size_chunks_for_device for the run's first device (JAX's memory stats)."""
+    stats = devices[0].memory_stats() if devices[0].platform != "cpu" else None
+    size_chunks_for_device(devices[0].platform, (stats or {}).get("bytes_limit"))
+
+
+def kernel_facts(kernel: str, rows: int, vocab_size: int, seq_len: int | None = None) -> dict:
     """The loss kernel as the record's execution facts state it, with the sequence
-    positions per chunk (for the micro-batch's `rows`) where it is chunked."""
-    return {
-        "loss_kernel": kernel,
-        "loss_chunk_positions": positions_per_chunk(rows, vocab_size) if kernel == "chunked" else None,
-    }
+    positions per chunk (for the micro-batch's `rows`) where it is chunked, where that
+    budget comes from, and whether the backward recomputes the head (more than one chunk
+    at `seq_len`)."""
+    if kernel != "chunked":
+        return {"loss_kernel": kernel, "loss_chunk_positions": None}
+    positions = positions_per_chunk(rows, vocab_size)
+    facts = {"loss_kernel": kernel, "loss_chunk_positions": positions, "loss_chunk_budget": _CHUNK_BUDGET["source"]}
+    if seq_len:
+        facts["loss_head_recomputed"] = positions < seq_len
+    return facts
 
 
 def positions_per_chunk(rows: int, vocab_size: int) -> int:
-    """Sequence positions per chunk: the shared token budget (backends/loss_chunks.py)
-    spread over the micro-batch's rows, at least one position."""
-    return max(1, chunk_tokens_for(vocab_size) // max(rows, 1))
+    """Sequence positions per chunk: the token budget (the device's share on an
+    accelerator, else the shared one) spread over the micro-batch's rows, at least one."""
+    budget = _CHUNK_BUDGET["bytes"]
+    tokens = chunk_tokens_for(vocab_size) if budget is None else max(1, budget // (4 * vocab_size))
+    return max(1, tokens // max(rows, 1))
 
 
 def head_logits(hidden, head, softcap: float | None):

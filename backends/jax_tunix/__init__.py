@@ -37,6 +37,12 @@ class JaxTunixOptions(BackendOptions):
     # layer's input kept: less memory, the same recompute); auto = block. With
     # gradient checkpointing off nothing is recomputed and only auto or none is valid.
     remat: Literal["auto", "none", "block", "decoder"] = "auto"
+    # The attention kernel (backends/jax_common/attention.py): auto = cuDNN flash
+    # attention through jax.nn.dot_product_attention where it can run (a CUDA GPU, 16-bit
+    # compute), else that function's XLA implementation; cudnn or xla pin one (a pinned
+    # kernel that cannot run is refused); masked = Tunix's own einsums with the padding
+    # mask (the path before #36). The record says which ran and whether it was pinned.
+    attention: Literal["auto", "cudnn", "xla", "masked"] = "auto"
 
 
 BACKEND_INFO = declared_backend(__file__, JaxTunixOptions)

@@ -40,15 +40,31 @@ def abstract_state(scenario, plan, mesh):
     if lora:
         _refuse_fused_targets(scenario, plan, config)
 
+    attention = _attention(scenario, plan, config)
+
     def make():
         model = gemma3.Gemma3(config, rngs=nnx.Rngs(params=scenario.train.seed))
         if lora:
             model = tunix_model.apply_lora(model, scenario.train, config, mesh, plan.precision.trainable_params)
+        if attention != "masked":  # the backend's own attention choice, on a TPU (no cuDNN)
+            from backends.jax_tunix.attention import use_dot_product_attention
+
+            use_dot_product_attention(model, attention)
         return model, nnx.Optimizer(model, _optimizer(scenario, plan), wrt=nnx.LoRAParam if lora else nnx.Param)
 
     with mesh:
         model, optimizer = nnx.eval_shape(make)
     return nnx.split((model, optimizer)), lora
+
+
+def _attention(scenario, plan, config) -> str:
+    """The attention the backend would run on a TPU (jax_common/attention.py)."""
+    from backends.jax_common.attention import resolve
+    from backends.jax_tunix.backend import ATTENTION_FIELD
+
+    wanted = _options(scenario).attention
+    heads = (config.num_heads, config.num_kv_heads, config.head_dim)
+    return resolve(wanted, ATTENTION_FIELD, "tpu", plan.precision.compute, *heads)[0]
 
 
 def _options(scenario):

@@ -28,7 +28,9 @@ from harness.loop import LoopResult, WindowSample, recorder_for
 from harness.provenance import module_versions
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
-ATTENTION = "xla einsum attention, Tunix's own"
+# The path before #36 (attention: masked): Attention.block in tunix/models/gemma3/model.py.
+MASKED_ATTENTION = "Tunix's own einsums + softmax with the padding mask (xla)"
+ATTENTION_FIELD = "backend_options.jax-tunix.attention"
 
 
 def distinct_row_shards(array) -> int:
@@ -78,7 +80,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         distributed.initialize(self.plan)
         import jax
 
-        from backends.jax_common.loss import resolve_kernel
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for
         from backends.jax_tunix import model as tunix_model
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
@@ -88,6 +90,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
+        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.remat = tunix_model.remat_policy(self.plan.gradient_checkpointing, self.options.remat)
         config = tunix_model.tunix_config(
             tunix_model.scenario_architecture(self.scenario), tunix_model.stored_dtype(self.plan), self.remat
@@ -95,6 +98,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         self._check_lora_targets(config)
         self.model = tunix_model.build(self.scenario, self.plan, config, self.mesh, self.options.lora_init)
         self.config = config
+        self._choose_attention(config)
         self.compute_dtype = tunix_model.jnp_dtype(self.plan.precision.compute)
         made = tunix_model.logits_dtype(self.model, self.mesh, self.compute_dtype)
         if jax_common.dtype_name(made) != self.plan.precision.compute:
@@ -103,6 +107,25 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
                 f"Tunix's Gemma 3 produced {jax_common.dtype_name(made)} logits"
             )
         return tunix_model.model_facts(self.model, self.config)
+
+    def _choose_attention(self, config) -> None:
+        """The attention kernel by the option `attention` (jax_common/attention.py): every
+        layer switched to jax.nn.dot_product_attention unless `masked` is asked for."""
+        from backends.jax_common import attention
+
+        self.attention = attention.resolve(
+            self.options.attention,
+            ATTENTION_FIELD,
+            self.devices[0].platform,
+            self.plan.precision.compute,
+            config.num_heads,
+            config.num_kv_heads,
+            config.head_dim,
+        )
+        if self.attention[0] != "masked":
+            from backends.jax_tunix.attention import use_dot_product_attention
+
+            use_dot_product_attention(self.model, self.attention[0])
 
     def _mesh(self, devices: list):
         """fsdp x tp from the plan's mesh, as Tunix's sharding annotations name the axes
@@ -233,18 +256,20 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
 
     def execution(self) -> dict[str, Any]:
         """Execution choices beyond the plan (trainer.py says why each)."""
+        from backends.jax_common.attention import facts as attention_facts
         from backends.jax_common.loss import kernel_facts
 
         return {
             "trainer": "tunix PeftTrainer",
             "trainer_metrics": "written when the trainer closes (no per-step host reads)",
             "max_inflight_steps": self.options.max_inflight_steps,
-            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, self.config.num_embed),
+            **kernel_facts(
+                self.loss_kernel, self.plan.rows_per_forward, self.config.num_embed, self.scenario.sequence.max_length
+            ),
+            "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
             # Tunix's RematConfig, from train.gradient_checkpointing and the option remat.
             "remat": self.remat,
-            # Tunix's Gemma 3 attention is its own einsums and softmax (Attention.block in
-            # tunix/models/gemma3/model.py), with no switch to jax.nn.dot_product_attention.
-            "attention": ATTENTION,
+            **attention_facts(self.options.attention, *self.attention, MASKED_ATTENTION),
         }
 
     def extra_facts(self) -> dict[str, Any]:

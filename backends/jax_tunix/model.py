@@ -174,11 +174,8 @@ def random_model(model_class, config, mesh, dtype, seed: int, scale: float = 0.0
     """The model with N(0, scale^2) weights that do not depend on how the mesh lays its
     devices out. Tunix's `create_dummy_model` draws one tensor per addressable shard, so
     its numbers change with the devices per process (and replicas of one weight differ);
-    here weight i is `normal(fold_in(key(seed), i))` of its full shape, made by a jit
-    that places it by its sharding annotation: with JAX's partitionable threefry the
-    same numbers on 1 process x 4 devices as on 2 processes x 2."""
-    import functools
-
+    here every weight is drawn at its full shape (`draw_weights`) and each device gets
+    its block of it: the same numbers on 1 process x 4 devices as on 2 processes x 2."""
     import jax
     from flax import nnx
 
@@ -187,18 +184,28 @@ def random_model(model_class, config, mesh, dtype, seed: int, scale: float = 0.0
     graph_def, abstract_state = nnx.split(abstract)
     shapes = abstract_state.to_pure_dict()
     shardings = nnx.get_named_sharding(abstract_state, mesh).to_pure_dict()
-    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(shapes)[0]]
-    index = {path: i for i, path in enumerate(paths)}
+    leaves, tree = jax.tree_util.tree_flatten(shapes)
+    drawn = draw_weights(leaves, jax.tree_util.tree_leaves(shardings), seed, scale, dtype)
+    return nnx.merge(graph_def, jax.tree_util.tree_unflatten(tree, drawn))
 
-    def make(path, leaf, sharding):
-        @functools.partial(jax.jit, out_shardings=sharding)
-        def draw():
-            key = jax.random.fold_in(jax.random.key(seed), index[path])
-            return scale * jax.random.normal(key, leaf.shape, dtype=dtype or leaf.dtype)
 
-        return draw()
+def draw_weights(leaves, shardings: list, seed: int, scale: float, dtype) -> list:
+    """Leaf i as scale * N(0, 1) from numpy's generator seeded (seed, i), drawn on the host
+    in fp32, cast to `dtype` (else the leaf's), and placed by `shardings[i]` (each
+    process hands its own devices their blocks: `jax.make_array_from_callback`). No XLA
+    program at all: drawing with JAX compiled one program per weight before #36 (~230
+    for Gemma 3 270M), and one program for all of them still compiles one kernel per
+    output array (XLA's CPU compiler: ~1 s each on the 2-core CPU);
+    benchmarks/tunix_setup_time.py measures the two."""
+    import jax
+    import numpy as np
 
-    return nnx.merge(graph_def, jax.tree_util.tree_map_with_path(make, shapes, shardings))
+    placed = []
+    for i, (leaf, sharding) in enumerate(zip(leaves, shardings)):
+        normal = np.random.default_rng([seed, i]).standard_normal(leaf.shape, dtype=np.float32)
+        host = (normal * np.float32(scale)).astype(np.dtype(dtype or leaf.dtype))
+        placed.append(jax.make_array_from_callback(leaf.shape, sharding, lambda index, host=host: host[index]))
+    return placed
 
 
 def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None):

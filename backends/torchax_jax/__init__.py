@@ -20,6 +20,13 @@ class TorchaxOptions(BackendOptions):
     # time, each chunk recomputed in the backward (never the full fp32 logits); plain is
     # the model's own forward and logits (the reference); auto = chunked.
     loss_kernel: Literal["auto", "chunked", "plain"] = "auto"
+    # The attention kernel (backends/jax_common/attention.py): auto = cuDNN flash
+    # attention through jax.nn.dot_product_attention where it can run (a CUDA GPU, 16-bit
+    # compute), else that function's XLA implementation; cudnn or xla pin one (a pinned
+    # kernel that cannot run is refused); masked = HF's `model.attention` with the
+    # padding mask, lowered by torchax (the path before #36). The record says which ran
+    # and whether it was pinned.
+    attention: Literal["auto", "cudnn", "xla", "masked"] = "auto"
 
 
 BACKEND_INFO = declared_backend(__file__, TorchaxOptions)

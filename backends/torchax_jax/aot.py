@@ -14,9 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from backends import jax_common
+from backends.hf_common.model import DTYPES as TORCH_DTYPES
 from backends.jax_common import aot
 from backends.jax_common.loss import resolve_kernel
-from backends.torchax_jax.backend import MESH_AXES, apply_step_function, configure_jax, grad_step_function
+from backends.torchax_jax.backend import (
+    MESH_AXES,
+    apply_step_function,
+    choose_attention,
+    configure_jax,
+    grad_step_function,
+)
 from backends.torchax_jax.loss import micro_batch_loss
 
 
@@ -55,6 +62,7 @@ class AbstractStep:
         self.scenario, self.plan = scenario, plan
         self.mesh = jax_common.mesh(devices[: plan.devices], plan.mesh, {axis: axis for axis in MESH_AXES})
         self.model = abstract_model(scenario, plan)
+        choose_attention(self.model, _options(scenario).attention, "tpu", plan)  # as the backend would on a TPU
         params = dict(self.model.named_parameters())
         self.weights = {n: _struct(p) for n, p in params.items() if p.requires_grad}
         constants = {**{n: p for n, p in params.items() if not p.requires_grad}, **dict(self.model.named_buffers())}
@@ -89,7 +97,8 @@ class AbstractStep:
             (self.plan.rows_per_forward, seq_len), jnp.int32, sharding=self._sharding((MESH_AXES,))
         )
         out = jax.tree_util.tree_map(lambda a: a.sharding, carry)
-        loss = micro_batch_loss(self.model, self.loss_kernel, {})  # the backend's own loss
+        compute = TORCH_DTYPES[self.plan.precision.compute]
+        loss = micro_batch_loss(self.model, self.loss_kernel, {}, compute)  # the backend's own loss
         jitted = jax.jit(grad_step_function(loss), donate_argnums=(6,), out_shardings=out)
         args = (weights, self._placed(self.buffers), rows, rows, rows, carry[0], carry)
         return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation)

@@ -8,8 +8,13 @@ rows. The step is two jitted programs: one per micro-batch (forward through
 `torch.func.functional_call`, the token-weighted loss, gradients added to a donated
 accumulator), compiled once per micro-batch length, and one optax update per optimizer
 step. One program taking all of a step's micro-batches would compile once per
-*combination* of lengths, i.e. nearly every step under bucketed padding. The attention
-mask is applied (W5's write-up dropped it, which changes what is computed).
+*combination* of lengths, i.e. nearly every step under bucketed padding.
+
+Attention (#36): by default jax.nn.dot_product_attention, causal, with no padding mask
+(right-padded rows need none: backends/jax_common/attention.py), cuDNN's flash kernel on
+a CUDA GPU with 16-bit compute; `backend_options.torchax.attention: masked` runs HF's
+`model.attention` with the padding mask as before. The trained (LoRA) weights are fp32
+master weights cast to the plan's compute dtype inside the step, as peft under autocast.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 
 from backends import jax_common
 from backends.hf_common.loss import causal_lm
+from backends.hf_common.model import DTYPES as TORCH_DTYPES
 from backends.hf_common.model import apply_lora, build_model, cast_to_plan, model_facts
 from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.jax_common import distributed
@@ -68,7 +74,7 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        from backends.jax_common.loss import resolve_kernel
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for
 
         self._refuse_what_torchax_cannot_run()
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
@@ -80,8 +86,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         self._listen_for_compiles()
         self.devices = self._plan_devices()
+        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.mesh = self._mesh()
         model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
+        self.attention = choose_attention(model, self.options.attention, self.devices[0].platform, self.plan)
         facts = model_facts(model)
         self.env = torchax.default_env()
         self._place_model(model)
@@ -191,7 +199,8 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         from backends.torchax_jax.loss import micro_batch_loss
 
-        step = grad_step_function(micro_batch_loss(self.model, self.loss_kernel, self.seen))
+        compute = TORCH_DTYPES[self.plan.precision.compute]
+        step = grad_step_function(micro_batch_loss(self.model, self.loss_kernel, self.seen, compute))
         return jax.jit(step, donate_argnums=(6,), out_shardings=self._shardings(self.carry))
 
     def _apply_step(self):
@@ -274,12 +283,17 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
     def execution(self) -> dict[str, Any]:
         """Execution choices beyond the plan: the loss kernel (loss.py says why), and the
         attention HF's model runs (its `attn_implementation`, lowered by torchax)."""
+        from backends.jax_common.attention import facts as attention_facts
         from backends.jax_common.loss import kernel_facts
 
         vocab = causal_lm(self.model).config.vocab_size
+        trained = self.seen.get("trained_weights_compute") or set()
         return {
-            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab),
-            "attention": attention_facts(self.model),
+            **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab, self.scenario.sequence.max_length),
+            "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
+            **attention_facts(self.options.attention, *self.attention, masked_attention(self.model)),
+            # The LoRA (trained) weights' matmuls: fp32 masters cast per step (loss.in_compute_dtype).
+            "trained_weights_compute": "+".join(sorted(torch_dtype_name(d) for d in trained)) or None,
         }
 
     def extra_facts(self) -> dict[str, Any]:
@@ -330,13 +344,27 @@ def apply_step_function(optimizer):
     return bench_apply_step
 
 
-def attention_facts(model) -> str:
-    """The attention the step runs: HF's implementation (model.attention), as torchax
-    lowers it. torchax 0.0.13 lowers torch's scaled_dot_product_attention to its own
-    matmul + softmax reference (`_sdpa_reference`, torchax/ops/jtorch.py), never
-    jax.nn.dot_product_attention, so neither path reaches cuDNN flash or splash."""
+def masked_attention(model) -> str:
+    """The attention of `attention: masked`: HF's implementation (model.attention) with
+    the padding mask, as torchax lowers it. torchax 0.0.13 lowers torch's
+    scaled_dot_product_attention to its own matmul + softmax reference
+    (`_sdpa_reference`, torchax/ops/jtorch.py), never jax.nn.dot_product_attention."""
     implementation = causal_lm(model).config._attn_implementation
-    return f"HF {implementation} attention, lowered by torchax to XLA matmul + softmax"
+    return f"HF {implementation} attention with the padding mask, lowered by torchax to XLA matmul + softmax"
+
+
+def choose_attention(model, wanted: str, platform: str, plan) -> tuple[str, str | None]:
+    """(implementation, why auto chose it) by the option `attention`
+    (jax_common/attention.py), the model switched to it unless `masked`."""
+    from backends.jax_common.attention import resolve
+    from backends.torchax_jax.attention import FIELD, use_dot_product_attention
+
+    config = causal_lm(model).config
+    heads = (config.num_attention_heads, config.num_key_value_heads, config.head_dim)
+    chosen = resolve(wanted, FIELD, platform, plan.precision.compute, *heads)
+    if chosen[0] != "masked":
+        use_dot_product_attention(model, chosen[0])
+    return chosen
 
 
 def _joined(dtypes) -> str | None:

@@ -96,14 +96,27 @@ def _next_token_targets(labels):
     return jnp.where(trained, shifted, 0), trained.astype(jnp.float32)
 
 
-def micro_batch_loss(model: torch.nn.Module, kernel: str, seen: dict):
+def in_compute_dtype(weights: dict, compute: torch.dtype | None) -> dict:
+    """The trained weights as the step's matmuls take them: floating ones cast to the
+    plan's compute dtype (bf16 LoRA matmuls over fp32 master weights, as peft runs
+    under autocast, #36), inside the differentiated function, so the gradients come
+    back in the master weights' dtype. None or an equal dtype: unchanged."""
+    if compute is None:
+        return weights
+    return {n: w.to(compute) if w.is_floating_point() and w.dtype != compute else w for n, w in weights.items()}
+
+
+def micro_batch_loss(model: torch.nn.Module, kernel: str, seen: dict, compute: torch.dtype | None = None):
     """The torch-side function the step differentiates: (weights, buffers, ids, mask,
     labels, normaliser) -> sum of token losses / the step's loss tokens, so the
     micro-batches of a step add up to the torch backend's loss. `seen["compute"]` gets
-    the logits' dtype while jit traces (static)."""
+    the logits' dtype while jit traces (static). The trained weights run in `compute`
+    (`in_compute_dtype`) where given."""
     chunked = ChunkedLoss(model) if kernel == "chunked" else None
 
     def loss(weights, buffers, ids, mask, labels, normaliser):
+        weights = in_compute_dtype(weights, compute)
+        seen["trained_weights_compute"] = {w.dtype for w in weights.values() if w.is_floating_point()}
         if chunked is not None:
             return chunked(weights, buffers, ids, mask, labels, seen) / normaliser
         logits = forward_logits(model, weights, buffers, ids, mask)

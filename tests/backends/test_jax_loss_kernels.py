@@ -88,3 +88,20 @@ def test_chunks_split_the_sequence_within_the_shared_budget():
     assert positions_per_chunk(1, 262_144) == 256
     assert positions_per_chunk(512, 262_144) == 1  # at least one position
     assert kernel_facts("plain", 4, 262_144) == {"loss_kernel": "plain", "loss_chunk_positions": None}
+
+
+def test_on_an_80_gib_accelerator_a_w1_micro_batch_is_one_chunk_and_the_head_is_not_recomputed():
+    from backends.jax_common import loss
+
+    saved = dict(loss._CHUNK_BUDGET)
+    try:
+        loss.size_chunks_for_device("cpu", 80 * 2**30)  # a CPU keeps the shared budget
+        assert loss.positions_per_chunk(4, 262_144) == 64
+        loss.size_chunks_for_device("gpu", 80 * 2**30)
+        # 80 GiB / 16 = 5 GiB of fp32 logits = 5,120 tokens at 262,144 entries; 4 rows: 1,280 positions
+        assert loss.positions_per_chunk(4, 262_144) == 5 * 2**30 // (4 * 262_144) // 4 == 1280
+        facts = loss.kernel_facts("chunked", 4, 262_144, 512)
+        assert facts["loss_head_recomputed"] is False and "1/16 of the device's 80.0 GiB" in facts["loss_chunk_budget"]
+        assert loss.kernel_facts("chunked", 32, 262_144, 512)["loss_head_recomputed"] is True  # 160 < 512
+    finally:
+        loss._CHUNK_BUDGET.update(saved)

@@ -20,12 +20,12 @@ def test_the_accelerator_suite_resolves_every_entry_here():
     done = bench("suite", SUITE, "--dry-run", "--json", timeout=600)
     assert done.returncode == 0, done.stderr
     entries = json.loads(done.stdout)
-    assert [e["backend"] for e in entries] == [
-        "torch",
+    assert [e["backend"] for e in entries] == [  # in order of value (#36): W1 on every backend first
+        "torchax",
         "torch",
         "gpu-fsdp",
-        "torchax",
         "jax-tunix",
+        "torch",
         "torch",
         "torch",
         "gpu-fsdp",

@@ -1,0 +1,106 @@
+"""Causal attention of the JAX backends (torchax, jax-tunix) through
+`jax.nn.dot_product_attention`, and the option that picks its implementation
+(`backend_options.<b>.attention`, #36):
+
+- `auto` (the default): cuDNN's flash attention where it can run (a CUDA GPU, bf16 or
+  fp16 compute, and a probe compile of the model's head size passes), else XLA's
+  implementation. JAX's own `implementation=None` is XLA everywhere (jax 0.10/0.11:
+  "defaults to XLA for now"), so auto names cuDNN itself.
+- `cudnn`: cuDNN pinned; refused in one line where it cannot run.
+- `xla`: `jax.nn.dot_product_attention`'s XLA implementation pinned.
+- `masked`: the backend's previous path, attention scores with an additive padding mask
+  (Tunix's einsums; HF's `model.attention` lowered by torchax).
+
+No padding mask is passed: the harness pads rows on the right (harness/data/batches.py
+collate), so under the causal mask no real token sees a padding key, and the padding
+positions' own outputs carry loss weight 0 (their gradients are zero). A sliding-window
+layer whose window holds the whole sequence is global: no window is passed then.
+Packed rows (several examples a row) are refused by both backends (packing_why).
+
+Imports JAX only inside functions (the registry imports the backends' packages).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CHOICES = ("auto", "cudnn", "xla", "masked")
+DOT_PRODUCT = "jax.nn.dot_product_attention"
+SIXTEEN_BIT = ("bf16", "fp16")
+
+
+def cudnn_cannot_run(platform: str, compute: str, heads: int, kv_heads: int, head_dim: int) -> str | None:
+    """Why cuDNN's flash attention cannot run this model's attention here, or None when
+    it can: it needs a CUDA GPU and 16-bit compute, and a compile of its forward and
+    backward at the model's head sizes (jax checks head size, layout and cuDNN's
+    version while lowering) must pass."""
+    if platform != "gpu":
+        return f"no CUDA GPU (JAX's platform is {platform})"
+    if compute not in SIXTEEN_BIT:
+        return f"cuDNN flash attention takes bf16 or fp16; this run computes in {compute}"
+    try:
+        _compile_cudnn_probe(compute, heads, kv_heads, head_dim)
+    except Exception as error:  # noqa: BLE001 - any lowering error means it cannot run here
+        return f"cuDNN refused head_dim {head_dim}: {str(error).splitlines()[0][:200]}"
+    return None
+
+
+def _compile_cudnn_probe(compute: str, heads: int, kv_heads: int, head_dim: int) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    dtype = jnp.bfloat16 if compute == "bf16" else jnp.float16
+    q = jax.ShapeDtypeStruct((1, 128, heads, head_dim), dtype)
+    kv = jax.ShapeDtypeStruct((1, 128, kv_heads, head_dim), dtype)
+
+    def loss(q, k, v):
+        out = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(q, kv, kv).compile()
+
+
+def resolve(wanted: str, field: str, platform: str, compute: str, heads: int, kv_heads: int, head_dim: int):
+    """(implementation that runs: cudnn, xla or masked; why auto chose it, or None).
+    A pinned cudnn that cannot run is refused in one line naming `field`."""
+    if wanted in ("xla", "masked"):
+        return wanted, None
+    why_not = cudnn_cannot_run(platform, compute, heads, kv_heads, head_dim)
+    if wanted == "cudnn":
+        if why_not:
+            raise ValueError(f"{field}: cudnn cannot run here: {why_not}; use auto or xla")
+        return "cudnn", None
+    return ("xla", f"auto: xla, since cudnn cannot run ({why_not})") if why_not else ("cudnn", "auto: cudnn")
+
+
+def facts(wanted: str, implementation: str, why: str | None, masked_path: str) -> dict[str, Any]:
+    """The record's execution facts: the attention that ran, its implementation, and
+    whether it was the default (auto) or pinned by the scenario."""
+    attention = (
+        masked_path if implementation == "masked" else f"{DOT_PRODUCT} ({implementation}), causal, no padding mask"
+    )
+    return {
+        "attention": attention,
+        "attention_kernel": implementation,
+        "attention_choice": "default" if wanted == "auto" else "pinned",
+        "attention_choice_why": why,
+    }
+
+
+def local_window(seq_len: int, sliding_window: int | None):
+    """jax.nn.dot_product_attention's local_window_size for a layer with `sliding_window`
+    (each position sees itself and the window - 1 before it), or None where the window
+    holds the whole sequence (a global layer then) or the layer has none."""
+    if sliding_window is None or seq_len <= sliding_window:
+        return None
+    return (sliding_window - 1, 0)
+
+
+def causal_attention(query, key, value, *, scale: float, window, implementation: str):
+    """query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K) -> [B, T, N, H]:
+    causal attention without a padding mask, by `implementation` (cudnn or xla)."""
+    import jax
+
+    return jax.nn.dot_product_attention(
+        query, key, value, scale=scale, is_causal=True, local_window_size=window, implementation=implementation
+    )

@@ -1,0 +1,118 @@
+"""The JAX backends' attention without a padding mask (jax.nn.dot_product_attention,
+#36) against their masked path, in the backend's own interpreter (torchax: the
+project's; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by tests/backends/test_jax_attention.py.
+
+    PYTHONPATH=. python benchmarks/jax_attention_probe.py torchax|jax-tunix
+
+Prints one JSON line: for a tiny fp32 LoRA Gemma 3 (one sliding-window layer), the
+loss and LoRA gradients of the backend's own loss function (the plain kernel: the
+model's own logits) with the masked attention (Tunix's einsums + padding mask; HF's
+eager attention + padding mask on torchax) and with the dot-product path (XLA
+implementation: the CPU's), each from its own jit, in three cases: rows padded to a
+fixed length past the longest (static) or to the longest (dynamic) with the sliding
+window shorter than the sequence (a local layer), and static rows with a window at least
+as long as the sequence (the layer then global: no window passed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+from jax_loss_probe import (
+    TINY_ARCH,
+    compared,
+    tiny_batch,
+    torchax_grad,
+    torchax_model,
+    torchax_split,
+    tunix_batch,
+    tunix_grad,
+    tunix_model,
+)
+
+STATIC_PAD = 4  # static rows: 4 padding columns past the longest row (length 12 -> 16)
+CASES = {  # name -> (sliding window, extra padding columns)
+    "static, window < sequence": (8, STATIC_PAD),
+    "dynamic, window < sequence": (8, 0),
+    "static, window >= sequence": (16, STATIC_PAD),
+}
+
+
+def batch(extra: int):
+    """tiny_batch (row 0 padded after 9 tokens, the other rows to the longest, 12), with
+    `extra` more padding columns on every row."""
+    ids, mask, labels = tiny_batch(TINY_ARCH["vocab_size"])
+    if extra:
+        ids = np.pad(ids, ((0, 0), (0, extra)), constant_values=0)
+        mask = np.pad(mask, ((0, 0), (0, extra)))
+        labels = np.pad(labels, ((0, 0), (0, extra)), constant_values=-100)
+    return ids, mask, labels
+
+
+def masked_vs_dot_product(out: dict) -> dict:
+    """jax_loss_probe.compared's figures, the losses named by path."""
+    found = compared(out["masked"], out["dot_product"])
+    found["loss"] = {"masked": out["masked"]["loss"], "dot_product": out["dot_product"]["loss"]}
+    return found
+
+
+def torchax_case(window: int, extra: int) -> dict:
+    from torchax.ops.mappings import t2j
+
+    from backends.torchax_jax.attention import TRACED, use_dot_product_attention
+
+    traced = TRACED["calls"]
+    model = torchax_model({**TINY_ARCH, "sliding_window": window})
+    weights, buffers = torchax_split(model, t2j)
+    ids, mask, labels = batch(extra)
+    out = {}
+    for path in ("masked", "dot_product"):
+        if path == "dot_product":
+            use_dot_product_attention(model, "xla")
+        loss, grads = torchax_grad(model, "plain")(weights, buffers, ids, mask, labels, np.float32(1.0))
+        out[path] = {"loss": float(loss), "grads": grads}
+    found = masked_vs_dot_product(out)
+    found["dot_product_traced"] = TRACED["calls"] - traced
+    return found
+
+
+def torchax_probe() -> dict:
+    from backends.torchax_jax.backend import configure_jax
+
+    configure_jax(1)
+    import torchax
+
+    torchax.default_env()
+    return {name: torchax_case(*case) for name, case in CASES.items()}
+
+
+def tunix_case(window: int, extra: int) -> dict:
+    from flax import nnx
+
+    from backends.jax_tunix.attention import DotProductAttention, use_dot_product_attention
+
+    traced = DotProductAttention.traced
+    model, mesh = tunix_model({**TINY_ARCH, "sliding_window": window})
+    data = tunix_batch(*batch(extra))
+    out = {}
+    with mesh:
+        for path in ("masked", "dot_product"):
+            if path == "dot_product":
+                use_dot_product_attention(model, "xla")
+            grad, lora, rest = tunix_grad(model, "plain")
+            loss, grads = grad(lora, rest, data)
+            flat = {"/".join(map(str, p)): leaf for p, leaf in nnx.to_flat_state(grads)}
+            out[path] = {"loss": float(loss), "grads": flat}
+    found = masked_vs_dot_product(out)
+    found["dot_product_traced"] = DotProductAttention.traced - traced
+    return found
+
+
+def tunix_probe() -> dict:
+    return {name: tunix_case(*case) for name, case in CASES.items()}
+
+
+if __name__ == "__main__":
+    probe = {"torchax": torchax_probe, "jax-tunix": tunix_probe}[sys.argv[1]]
+    print(json.dumps(probe()))

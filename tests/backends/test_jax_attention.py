@@ -1,0 +1,84 @@
+"""Attention without a padding mask on the JAX backends (#36): jax.nn.dot_product_attention
+(XLA's implementation on this CPU) gives the masked path's loss and LoRA gradients within
+1e-5 (tiny fp32 LoRA Gemma 3, right-padded rows, static and dynamic padding, a sliding
+window shorter than the sequence and one at least as long), in each backend's own
+interpreter (benchmarks/jax_attention_probe.py); and the option's resolution: auto picks
+cuDNN only where it can run, a pinned kernel that cannot run is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, stack_or_skip
+
+STACKS = {
+    "torchax": ("torchax", "torchax", "pip install -e '.[torchax]'"),
+    "jax-tunix": ("jax-tunix", "tunix", ".ci/run builds .venv-jax"),
+}
+CASES = {"static, window < sequence", "dynamic, window < sequence", "static, window >= sequence"}
+
+
+@pytest.fixture(scope="module", params=sorted(STACKS))
+def probe(request):
+    from harness.registry import interpreter_for, worker_env
+
+    backend = request.param
+    stack_or_skip(*STACKS[backend])
+    done = subprocess.run(
+        [interpreter_for(backend), str(ROOT / "benchmarks" / "jax_attention_probe.py"), backend],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**worker_env(), "PYTHONPATH": str(ROOT)},
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return backend, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_no_mask_attention_gives_the_masked_loss_and_lora_gradients(probe):
+    backend, found = probe
+    assert set(found) == CASES
+    for case, parity in found.items():
+        where = (backend, case, parity)
+        assert parity["dot_product_traced"] >= 1, where  # the dot-product path really ran
+        loss = parity["loss"]
+        assert loss["masked"] > 1.0, where  # a real sum of token losses
+        assert loss["dot_product"] == pytest.approx(loss["masked"], abs=1e-5, rel=1e-6), where
+        assert parity["grad_names"] and parity["grad_count"] >= 6, where
+        assert parity["grad_max_abs"] > 1e-3, where  # gradients that flow
+        assert parity["grad_max_diff"] <= 1e-5, where
+    # The window matters where it is shorter than the sequence: another loss than the global one.
+    assert found["static, window < sequence"]["loss"]["masked"] != found["static, window >= sequence"]["loss"]["masked"]
+
+
+def test_auto_picks_cudnn_only_where_it_can_run_and_a_pinned_kernel_that_cannot_is_refused():
+    from backends.jax_common.attention import facts, local_window, resolve
+
+    heads = (4, 1, 256)
+    assert resolve("auto", "f", "cpu", "bf16", *heads) == (
+        "xla",
+        "auto: xla, since cudnn cannot run (no CUDA GPU (JAX's platform is cpu))",
+    )
+    assert resolve("auto", "f", "gpu", "fp32", *heads)[0] == "xla"  # cuDNN takes 16-bit inputs only
+    assert resolve("xla", "f", "gpu", "bf16", *heads) == ("xla", None)
+    assert resolve("masked", "f", "tpu", "bf16", *heads) == ("masked", None)
+    with pytest.raises(ValueError) as refused:
+        resolve("cudnn", "backend_options.torchax.attention", "cpu", "bf16", *heads)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("backend_options.torchax.attention: cudnn cannot run here")
+    assert facts("auto", "xla", "why", "old")["attention_choice"] == "default"
+    assert facts("cudnn", "cudnn", None, "old") == {
+        "attention": "jax.nn.dot_product_attention (cudnn), causal, no padding mask",
+        "attention_kernel": "cudnn",
+        "attention_choice": "pinned",
+        "attention_choice_why": None,
+    }
+    assert facts("masked", "masked", None, "Tunix einsums")["attention"] == "Tunix einsums"
+    # A sliding layer is global when its window holds the sequence; else (window - 1) back, 0 ahead.
+    assert local_window(512, 512) is None and local_window(512, None) is None
+    assert local_window(513, 512) == (511, 0)
