@@ -52,15 +52,27 @@ def make_handler(
         details = {"cached_tokens": cached}
         return {"prompt_tokens": len(words), "completion_tokens": tokens, "prompt_tokens_details": details}
 
-    in_flight = [0]
+    in_flight, connections = [0], [0]
     stats = stats if stats is not None else {}
     stats["peak_in_flight"] = 0  # the most requests held at once (--hold), for tests
+    stats["peak_connections"] = 0  # the most client connections open at once
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args):  # quiet
             pass
+
+        def handle(self):
+            """One client connection (its keep-alive requests included): counted while open."""
+            with lock:
+                connections[0] += 1
+                stats["peak_connections"] = max(stats["peak_connections"], connections[0])
+            try:
+                super().handle()
+            finally:
+                with lock:
+                    connections[0] -= 1
 
         def _json(self, code: int, payload: dict) -> None:
             body = json.dumps(payload).encode()
@@ -88,7 +100,11 @@ def make_handler(
             self.wfile.flush()
 
         def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path != "/v1/completions" and self.path != "/v1/chat/completions":
+                self._json(404, {"error": "not found"})  # no /reset_prefix_cache: not vLLM's dev mode
+                return
+            body = json.loads(body)
             with lock:
                 number = next(counter)
             if fail_every and number % fail_every == 0:

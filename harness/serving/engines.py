@@ -43,6 +43,19 @@ ENGINES.register("launch", "backends.hf_common.serving:LAUNCH_ENGINE")
 LOCAL_LABEL = "reference engine, not a production server"
 
 
+def caveat(records) -> str:
+    """What the serve figures of `records` (RunRecords) are of where that is not a
+    production server's: the local engine's label ("" for none). Shown beside every
+    local-engine $ (terminal, report, gate) and the report headline's TTFT."""
+    labels = sorted({r.cost.label for r in records if getattr(r, "cost", None) is not None and r.cost.label})
+    return "; ".join(labels)
+
+
+def with_caveat(text: str, label: str) -> str:
+    """`text (label)` where a label applies, else `text` unchanged."""
+    return f"{text} ({label})" if label else text
+
+
 @dataclass(frozen=True)
 class Choice:
     """The engine that serves a scenario, and why: `engine: auto` resolved on this machine

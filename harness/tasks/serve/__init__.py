@@ -48,6 +48,20 @@ class ServeMetrics(BaseModel):
     # Prefix cache (harness.metrics.prefix_cache_hits): None where the server did not say.
     cached_prompt_tokens: int | None = None
     cached_prompt_fraction: float | None = None
+    # serve.percentiles: {"ttft_s": {"p95": s, ...}, ...}; and every percentile shown whose
+    # sample is too small to support it (harness.metrics.supports_percentile), named.
+    percentiles: dict[str, dict[str, float | None]] | None = None
+    thin_percentiles: list[str] = Field(default_factory=list)
+    # The client's side: each request's wait inside bench's client before it was
+    # written (s), a sentence where the client limited the load, and the request rate
+    # actually sent ((n - 1) / (last send - first send), req/s).
+    client_queue_s: Stats | None = None
+    client_saturated: str | None = None
+    achieved_rate_req_s: float | None = None
+    # The server's own /metrics (vLLM's) read before and after the measured requests:
+    # {"before", "after", "delta"} of its vllm: samples (harness.serving.server_metrics).
+    server_metrics: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ServeCost(BaseModel):
@@ -127,7 +141,9 @@ class ServeTask(Task):
         accelerator = record["accelerator"]
         price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
         slo = run.scenario.serve.slo.model_dump()
-        metrics, cost = serve_figures(record["raw"], slo, accelerator.get("count", 1), price)
+        metrics, cost = serve_figures(
+            record["raw"], slo, accelerator.get("count", 1), price, run.scenario.serve.percentiles
+        )
         record["metrics"] = metrics
         record["server"] = record["raw"].get("server")
         if metrics["num_completed"] == 0:
@@ -161,7 +177,9 @@ class ServeTask(Task):
             "TPOT med (s)": fmt(m.tpot_s.median if m.tpot_s else None, ".4g"),
             "out tok/s": fmt(m.output_throughput_tok_s, ".4g"),
             "errors": f"{m.num_errors}/{m.num_requests}",
-            "$/1M out tok": fmt(c.usd_per_1m_output_tokens if c else None, ".3g"),
+            "$/1M out tok": engines.with_caveat(
+                fmt(c.usd_per_1m_output_tokens if c else None, ".3g"), c.label if c and c.label else ""
+            ),
         }
 
     def show(self, record: RunRecord) -> Table:

@@ -335,9 +335,17 @@ class ServeSpec(Section):
     sweep: SweepSpec | None = None
     slo_search: SloSearchSpec | None = None
     request_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
-    # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
-    # local and launch default to this machine's device.
+    # Where an endpoint's or launched server's model runs, for cost (ACCELERATOR:CHIPS or
+    # a TPU slice); launch defaults to this machine's device. local and auto bill the
+    # device they measure and refuse it.
     accelerator: str | None = None
+    # Extra percentiles of TTFT, TPOT, ITL and E2EL in the record (e.g. [95, 99.9]),
+    # beside the median, p90 and p99 every record has.
+    percentiles: tuple[Annotated[float, Field(gt=0, lt=100)], ...] = ()
+    # POST /reset_prefix_cache (vLLM's; launched vLLM has it on) after the warm-up and
+    # before every point, so a repeated run measures a cold prefix cache as its first
+    # did; where the server does not offer it, the record says so.
+    reset_prefix_cache: bool = True
 
     @field_validator("engine")
     @classmethod
@@ -390,6 +398,11 @@ class ServeSpec(Section):
             raise ValueError(f"local: only engine local (or auto) uses it (engine is {self.engine})")
         if self.precision is not None and not local:
             raise ValueError(f"precision: engine {self.engine}'s server sets its own dtype (its command or config)")
+        if local and self.accelerator is not None:
+            raise ValueError(
+                f"accelerator: {might} bills the device it measures running on; serve.accelerator is for "
+                "engine endpoint or launch"
+            )
         if local and self.extra_body:
             raise ValueError(f"extra_body: {might} sends no HTTP request; name engine: endpoint or launch")
         if local and self.api != "completions":
