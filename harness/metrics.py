@@ -415,7 +415,9 @@ LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
 def percentile_figures(samples: dict[str, list[float]], extra: Sequence[float]) -> dict[str, Any]:
     """The asked percentiles (serve.percentiles) of each latency, and every percentile
     shown (p90, p99 and those) that its sample is too small to support, named."""
-    out = {name: {f"p{p:g}": percentile(values, p) if values else None for p in extra} for name, values in samples.items()}
+    out = {
+        name: {f"p{p:g}": percentile(values, p) if values else None for p in extra} for name, values in samples.items()
+    }
     thin = [
         f"{name} p{p:g} ({len(values)} samples; needs {math.ceil(100 / (100 - p) - 1e-9)})"
         for name, values in samples.items()

@@ -69,7 +69,10 @@ async def _before_point(client, url: str, spec) -> dict[str, Any]:
 
 async def _after_point(client, url: str, before: dict[str, Any]) -> dict[str, Any]:
     after = await server_side.read_metrics(client, server_side.root_of(url))
-    return {"prefix_cache_reset": before["prefix_cache_reset"], "server_metrics": server_side.around(before["before"], after)}
+    return {
+        "prefix_cache_reset": before["prefix_cache_reset"],
+        "server_metrics": server_side.around(before["before"], after),
+    }
 
 
 async def _sweep(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:

@@ -144,3 +144,16 @@ def _chat_prompt(asked: list[dict[str, str]], tools, scenario) -> dict[str, Any]
     pieces = chat_segments(asked, tools, scenario.data.chat_format)
     opener = "<start_of_turn>model\n" if scenario.data.chat_format == "gemma" else "<|im_start|>assistant\n"
     return {"text": "".join(text for text, _ in pieces) + opener, "messages": asked}
+
+
+def longest_request(scenario) -> int:
+    """The longest request the run sends, in tokens of the project's tokenizer: its
+    prompt (with the BOS token a server adds) plus its output length."""
+    from harness.data.tokenizer import load_tokenizer
+    from harness.serving.loads import prompt_count
+
+    tok = scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    prompts = build_prompts(scenario, prompt_count(scenario.serve))
+    sizes = [len(p.get("token_ids") or handle.encode(p["text"])) + 1 + p["output_tokens"] for p in prompts]
+    return max(sizes)

@@ -103,8 +103,10 @@ class ServeTask(Task):
     def backend_label(self, run, backend: str) -> str:
         """The engine serves, not the chosen training backend: `serve-<engine>`, the one
         that runs (auto's choice: `serve-local`, or `serve-vllm` for its vLLM)."""
-        choice = engines.choose(run.scenario.serve)
-        return "serve-vllm" if choice.vllm_python or choice.vllm_executable else f"serve-{choice.engine}"
+        choice = engines.choose_for(run.scenario)
+        if choice.vllm_python or choice.vllm_executable:
+            return "serve-vllm-tpu" if choice.platform == "tpu" else "serve-vllm"
+        return f"serve-{choice.engine}"
 
     def accelerator_key(self, scenario, measured: str) -> str:
         """The server's declared accelerator, where the scenario names one."""
@@ -120,7 +122,7 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ worker
     def job_fields(self, run) -> dict[str, Any]:
-        choice = engines.choose(run.scenario.serve)
+        choice = engines.choose_for(run.scenario)
         return {
             "engine": choice.engine,
             "engine_target": engines.ENGINES.target(choice.engine),
@@ -155,7 +157,7 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ terminal
     def progress_where(self, run, chosen) -> str:
-        choice = engines.choose(run.scenario.serve)
+        choice = engines.choose_for(run.scenario)
         return f"serving via [green]{choice.label}[/green]: {choice.reason}"
 
     def progress_total(self, run) -> int:
@@ -214,6 +216,20 @@ def serving_table(record: RunRecord) -> Table:
     chosen = server.get("chosen")
     if chosen:
         table.add_row("engine", Text(f"{chosen['ran']}: {chosen['reason']}"), "", "", "")
+    if m.client_queue_s is not None:
+        q = m.client_queue_s
+        table.add_row(
+            "client queue (s)", fmt(q.mean, ".3g"), fmt(q.median, ".3g"), fmt(q.p90, ".3g"), fmt(q.p99, ".3g")
+        )
+    if m.achieved_rate_req_s is not None:
+        table.add_row("request rate sent (req/s)", fmt(m.achieved_rate_req_s, ".4g"), "", "", "")
+    for name, values in (m.percentiles or {}).items():
+        shown = ", ".join(f"{p} {fmt(v, '.4g')}" for p, v in values.items())
+        table.add_row(f"{name[:-2].upper()} (s) percentiles", Text(shown), "", "", "")
+    notes = [m.client_saturated] if m.client_saturated else []
+    notes += [f"too few samples for {t}" for t in m.thin_percentiles] + list(m.warnings)
+    for note in notes:
+        table.add_row("note", Text(note), "", "", "")
     if m.cached_prompt_tokens is not None:
         table.add_row(
             "cached prompt tokens, fraction", str(m.cached_prompt_tokens), fmt(m.cached_prompt_fraction, ".3f"), "", ""
