@@ -89,9 +89,16 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     prompts = build_prompts(scenario, warm + spec.num_requests)
     requests = [as_request(i, i < warm, p, handle) for i, p in enumerate(prompts)]
     engine = LocalEngine(model, handle, spec, options, origin, device)
-    for request in requests[:warm]:  # one at a time, like the HTTP client's warm-up
-        request.record.sent_s = engine.now()
-        engine.decode([request])
+    # The warm-up at the load's concurrency (the HTTP client's too): batches of up to the
+    # requests the load keeps in flight, so the measured part meets no new batch size
+    # the warm-up could have shown it.
+    size = max(1, min(options.max_batch, in_flight_cap(spec) or warm or 1))
+    for k in range(0, warm, size):
+        batch = requests[k : k + size]
+        for request in batch:
+            request.record.sent_s = engine.now()
+        engine.decode(batch)
+    engine.measured_from = len(engine.batch_sizes)
     done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
     engine.run_load(requests[warm:], measured_delays(prompts[warm:], spec), in_flight_cap(spec), done)
     return {
@@ -134,6 +141,7 @@ class LocalEngine:
         self.model, self.handle, self.spec, self.options = model, handle, spec, options
         self.origin, self.device = origin, device
         self.batch_sizes: list[int] = []
+        self.measured_from = 0  # the first measured batch's index in batch_sizes
 
     def now(self) -> float:
         return time.perf_counter() - self.origin
@@ -224,7 +232,7 @@ class LocalEngine:
     def describe(self, scenario, dtype: torch.dtype) -> dict[str, Any]:
         from backends.hf_common.model import dtype_name
 
-        sizes = self.batch_sizes[self.spec.warmup_requests :]
+        sizes = self.batch_sizes[self.measured_from :]
         return {
             "engine": "local",
             "name": "transformers generate (in process): a reference engine, not a production server",

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from rich.console import Console
+from test_serve_loads import bodies, serve_record, serve_spec, timed_requests, url
 
 from harness.errors import BenchError, SpecError
 from harness.loader import validate
@@ -25,7 +26,6 @@ from harness.tasks.serve.spec import LoadSpec, ServeSpec
 
 from conftest import TINY, bench
 from fake_openai import serve as fake_server
-from test_serve_loads import bodies, serve_record, serve_spec, timed_requests, url
 
 
 # --------------------------------------------------------------------------- the client
@@ -125,9 +125,9 @@ def test_local_and_auto_refuse_a_declared_accelerator(tmp_path, engine):
 # --------------------------------------------------------------------------- the caveat
 def local_records():
     """A train record and a local-engine serve record on the same accelerator."""
-    from records import make_record
-
     from test_serve_loads import WORKLOAD
+
+    from records import make_record
 
     train = make_record([0.5] * 4, name="tiny")
     train["scenario"]["resolved"]["workload"] = dict(WORKLOAD)
@@ -141,7 +141,8 @@ def test_every_output_showing_a_local_engines_dollars_carries_the_caveat():
     from harness.gate import BudgetsFile, markdown, run_gate
     from reports.compare import ttft_words
     from reports.model import build
-    from reports.render import html, markdown as report_md
+    from reports.render import html
+    from reports.render import markdown as report_md
 
     train, serve = local_records()
     console = Console(width=400, record=True)
