@@ -47,7 +47,7 @@ def caveat(records) -> str:
     """What the serve figures of `records` (RunRecords) are of where that is not a
     production server's: the local engine's label ("" for none). Shown beside every
     local-engine $ (terminal, report, gate) and the report headline's TTFT."""
-    labels = sorted({r.cost.label for r in records if getattr(r, "cost", None) is not None and r.cost.label})
+    labels = sorted({label for r in records if (label := getattr(getattr(r, "cost", None), "label", None))})
     return "; ".join(labels)
 
 
