@@ -63,6 +63,13 @@ class Request:
     output_tokens: int
 
 
+def compiled_graphs() -> int:
+    """Graphs torch.compile (dynamo) has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def serving_dtype(precision: str | None, device: torch.device) -> torch.dtype:
     """The serve section's precision; unstated: bf16 on an accelerator, fp32 on a CPU."""
     return DTYPES[precision or ("fp32" if device.type == "cpu" else "bf16")]
@@ -98,6 +105,8 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
         for request in batch:
             request.record.sent_s = engine.now()
         engine.decode(batch)
+    if options.compile:
+        engine.warm_compiled(requests, warm + spec.num_requests, in_flight_cap(spec))
     engine.measured_from = len(engine.batch_sizes)
     done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
     engine.run_load(requests[warm:], measured_delays(prompts[warm:], spec), in_flight_cap(spec), done)
@@ -142,6 +151,30 @@ class LocalEngine:
         self.origin, self.device = origin, device
         self.batch_sizes: list[int] = []
         self.measured_from = 0  # the first measured batch's index in batch_sizes
+        # compile: every batch padded to one width and decoded for one length, so the
+        # static cache has one length (width + new tokens) and only the batch size varies;
+        # warm_compiled compiles each batch size the load can bring before it is measured.
+        self.fixed: tuple[int, int] | None = None
+        self.compile_warmup: dict[str, Any] | None = None
+        self.graphs_in_measured: int | None = None
+
+    def warm_compiled(self, requests: list[Request], count: int, cap: int | None) -> None:
+        """Fix the width and length every batch is decoded at (the longest prompt, the
+        longest output of the run), then decode one batch of every size from 1 to the
+        most requests the load can put in one batch (these are not recorded requests)."""
+        self.fixed = (max(len(r.ids) for r in requests), max(r.output_tokens for r in requests))
+        largest = max(1, min(self.options.max_batch, cap or self.options.max_batch, count))
+        sizes = list(range(1, largest + 1))
+        started = time.perf_counter()
+        for size in sizes:
+            template = requests[0]
+            self.decode([Request(RequestRecord(-1, True, 0.0), template.ids, template.output_tokens)] * size)
+        del self.batch_sizes[-len(sizes) :]  # not the load's batches
+        self.compile_warmup = {
+            "batch_sizes": sizes,
+            "cache_length": sum(self.fixed),
+            "seconds": time.perf_counter() - started,
+        }
 
     def now(self) -> float:
         return time.perf_counter() - self.origin
@@ -152,6 +185,7 @@ class LocalEngine:
         to max_batch) is decoded as one batch."""
         start, ends = self.now(), []
         limit = min(self.options.max_batch, cap or self.options.max_batch)
+        graphs_before = compiled_graphs()
 
         def sent_at(k: int) -> float:
             arrival = start + delays[k]
@@ -174,17 +208,19 @@ class LocalEngine:
             for request in batch:
                 on_done(request.record)
             first = last
+        if self.options.compile:  # any compile left in the measured part, counted
+            self.graphs_in_measured = compiled_graphs() - graphs_before
 
     @torch.no_grad()
     def decode(self, batch: list[Request]) -> None:
         """One left-padded batch through generate; each row's tokens stamped per step."""
         self.batch_sizes.append(len(batch))
-        width = max(len(r.ids) for r in batch)
+        width = self.fixed[0] if self.fixed else max(len(r.ids) for r in batch)
         pad = self.handle.pad_id
         rows = [[pad] * (width - len(r.ids)) + r.ids for r in batch]
         mask = [[0] * (width - len(r.ids)) + [1] * len(r.ids) for r in batch]
         input_ids = torch.tensor(rows, device=self.device)
-        longest = max(r.output_tokens for r in batch)
+        longest = self.fixed[1] if self.fixed else max(r.output_tokens for r in batch)
         clock = TokenClock(self.origin)
         out = self.model.generate(
             input_ids=input_ids,
@@ -243,6 +279,10 @@ class LocalEngine:
             "batching": BATCHING,
             "max_batch": self.options.max_batch,
             "batches": {"count": len(sizes), "mean_size": sum(sizes) / len(sizes) if sizes else None, "sizes": sizes},
+            # compile: what was compiled before the measured part, and the graphs torch
+            # compiled during it (each one's compile time is inside some request's TTFT)
+            "compile_warmup": self.compile_warmup,
+            "graphs_compiled_in_measured": self.graphs_in_measured,
         }
 
 

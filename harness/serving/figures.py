@@ -50,9 +50,18 @@ def server_side(raw: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"server_metrics": raw.get("server_metrics")}
     reset = raw.get("prefix_cache_reset")
     cached = [r.get("cached_tokens") or 0 for r in raw["requests"] if not r["warmup"] and r["error"] is None]
+    warnings = []
+    compiled = (raw.get("server") or {}).get("graphs_compiled_in_measured")
+    if compiled:
+        warnings.append(
+            f"torch.compile compiled {compiled} graph(s) during the measured requests: their compile time is "
+            "inside those requests' TTFT and TPOT"
+        )
     if reset and reset.get("done") and sum(cached):
-        out["warnings"] = [
+        warnings += [
             f"the prefix cache was reset before the measured requests, yet they report {sum(cached)} cached "
             "prompt tokens: the prompts share prefixes with one another, or the reset did not take"
         ]
+    if warnings:
+        out["warnings"] = warnings
     return out

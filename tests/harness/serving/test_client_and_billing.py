@@ -252,3 +252,31 @@ def test_bench_export_requests_writes_one_line_per_measured_request(tmp_path):
     assert done.returncode == 0, done.stderr
     table = list(csv.DictReader((tmp_path / "q.csv").open()))
     assert len(table) == len(measured) and json.loads(table[0]["chunk_s"]) == measured[0]["chunk_s"]
+
+
+def test_synthetic_prompts_in_tokens_have_exactly_that_many_and_endpoint_refuses_them():
+    """prompts.input_tokens: every prompt is that many tokens of the project's tokenizer
+    (the local engine's and a launched server's), counted here by encoding its ids'
+    text again (a cut inside a word may merge at most a token or two); the dumped
+    scenario validates again; an endpoint, whose tokenizer is not known, is refused."""
+    import yaml
+
+    from harness.data.tokenizer import load_tokenizer
+    from harness.serving.prompts import build_prompts
+    from harness.spec import Scenario
+
+    doc = {**yaml.safe_load(TINY), "tasks": ["serve"]}
+    doc["serve"] = {"engine": "local", "prompts": {"source": "synthetic", "input_tokens": 40, "seed": 3}}
+    scenario = validate(doc, "s.yaml")
+    assert Scenario.model_validate(scenario.model_dump(mode="json")).serve.prompts.input_tokens == 40
+    tok = scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    prompts = build_prompts(scenario, 5)
+    assert [len(p["token_ids"]) for p in prompts] == [40] * 5 and len({p["text"] for p in prompts}) == 5
+    assert all(abs(len(handle.encode(p["text"])) - 40) <= 2 for p in prompts)
+    doc["serve"] = {**doc["serve"], "engine": "endpoint", "endpoint": {"base_url": "http://h/v1"}}
+    with pytest.raises(SpecError, match="input_tokens: counted in the project's tokenizer"):
+        validate(doc, "s.yaml")
+    doc["serve"] = {"prompts": {"source": "synthetic", "input_tokens": 40, "input_words": 9}}
+    with pytest.raises(SpecError, match="input_words: input_tokens gives"):
+        validate(doc, "s.yaml")
