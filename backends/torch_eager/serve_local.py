@@ -99,6 +99,8 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     # The warm-up at the load's concurrency (the HTTP client's too): batches of up to the
     # requests the load keeps in flight, so the measured part meets no new batch size
     # the warm-up could have shown it.
+    if options.compile:  # one cache length for the whole run, warm-up included
+        engine.fixed = (max(len(r.ids) for r in requests), max(r.output_tokens for r in requests))
     size = max(1, min(options.max_batch, in_flight_cap(spec) or warm or 1))
     for k in range(0, warm, size):
         batch = requests[k : k + size]
@@ -159,10 +161,9 @@ class LocalEngine:
         self.graphs_in_measured: int | None = None
 
     def warm_compiled(self, requests: list[Request], count: int, cap: int | None) -> None:
-        """Fix the width and length every batch is decoded at (the longest prompt, the
-        longest output of the run), then decode one batch of every size from 1 to the
-        most requests the load can put in one batch (these are not recorded requests)."""
-        self.fixed = (max(len(r.ids) for r in requests), max(r.output_tokens for r in requests))
+        """With the width and length every batch is decoded at fixed (the longest prompt,
+        the longest output of the run), decode one batch of every size from 1 to the most
+        requests the load can put in one batch (these are not recorded requests)."""
         largest = max(1, min(self.options.max_batch, cap or self.options.max_batch, count))
         sizes = list(range(1, largest + 1))
         started = time.perf_counter()
