@@ -280,3 +280,16 @@ def test_synthetic_prompts_in_tokens_have_exactly_that_many_and_endpoint_refuses
     doc["serve"] = {"prompts": {"source": "synthetic", "input_tokens": 40, "input_words": 9}}
     with pytest.raises(SpecError, match="input_words: input_tokens gives"):
         validate(doc, "s.yaml")
+
+
+def test_a_launch_failures_reason_keeps_the_servers_error_line():
+    """A server that exits before it is healthy: its last error line leads the reason,
+    and a reason cut to 2,000 characters keeps its end (where the log tail's error is)."""
+    from harness.serving.launch import error_line
+    from harness.worker import clipped
+
+    tail = "INFO start\n" * 300 + "ValueError: max_model_len 4096 exceeds the model's 2048\nINFO shutting down"
+    assert error_line(tail) == ": ValueError: max_model_len 4096 exceeds the model's 2048"
+    reason = clipped(f"RuntimeError: server exited with status 1 before becoming healthy; log tail:\n{tail}")
+    assert len(reason) == 2000 and reason.startswith("RuntimeError: server exited")
+    assert "ValueError: max_model_len 4096 exceeds the model's 2048" in reason and reason.endswith("shutting down")
