@@ -10,7 +10,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import backends, cost, export, gate, launch, migrate, plan, report, run, show, suite, validate
+from harness.commands import (
+    backends,
+    cost,
+    export,
+    gate,
+    history,
+    launch,
+    migrate,
+    plan,
+    report,
+    run,
+    show,
+    suite,
+    validate,
+)
 from harness.commands.common import print_error
 from harness.errors import BenchError
 
@@ -24,6 +38,7 @@ COMMANDS = {
     "show": show,
     "migrate": migrate,
     "gate": gate,
+    "history": history,
     "cost": cost,
     "report": report,
     "export": export,

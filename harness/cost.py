@@ -32,12 +32,33 @@ class Price:
 
 
 def load_catalog(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """The shipped catalog, with a user's prices file laid over it."""
-    catalog = _read(CATALOG_FILE)
+    """The shipped catalog, with a user's prices file, or one of the catalog's named price
+    sets (`w3`), laid over it."""
+    catalog, sets = _shipped()
     if path:
-        for key, entry in _read(Path(path)).items():
+        if str(path) in sets and not Path(path).exists():
+            overlay = sets[str(path)]
+        elif not Path(path).exists():
+            raise SpecError(str(path), "", f"no such prices file, nor a named price set ({', '.join(sorted(sets))})")
+        else:
+            overlay = _read(Path(path))
+        for key, entry in overlay.items():
             catalog[key] = {**catalog.get(key, {}), **entry}
     return catalog
+
+
+def price_sets() -> list[str]:
+    """The names `--prices` accepts besides a file."""
+    return sorted(_shipped()[1])
+
+
+def _shipped() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(the shipped price table, its named sets), each entry checked as a prices file's."""
+    from harness.yaml_io import parse_yaml
+
+    doc = parse_yaml(CATALOG_FILE.read_text(), str(CATALOG_FILE))
+    sets = doc.pop("sets", {})
+    return _checked(doc, CATALOG_FILE), {name: _checked(entries, CATALOG_FILE) for name, entries in sets.items()}
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
@@ -47,6 +68,10 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
         doc = parse_yaml(path.read_text(), str(path))
     except OSError as exc:
         raise SpecError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    return _checked(doc, path)
+
+
+def _checked(doc: Any, path: Path) -> dict[str, dict[str, Any]]:
     if not isinstance(doc, dict):
         raise SpecError(str(path), "", "a prices file is a mapping of accelerator -> price entry")
     for key, entry in doc.items():
@@ -244,17 +269,50 @@ def sensitivity(speedup: float, a: Fleet, b: Fleet, catalog, cost_spec=None, fac
     ]
 
 
-def fine_tune_cost(train_cost, tokens_millions: float, projected=None) -> float | None:
-    """One real fine-tune. With `projected` (harness.projection.FineTune, priced): its $,
-    setup + every distinct shape's compile + every step (harness/fine_tune.py), which
-    counts the recompiles a dynamic-shape run pays after warm-up. Without: `tokens_millions`
-    million real tokens at the steady-state $/1M of `train_cost` (a train record's
-    TrainCost), plus the one-off setup and warm-up (compile)."""
-    if projected is not None and projected.usd is not None:
-        return projected.usd
-    if train_cost is None or None in (train_cost.usd_per_1m_tokens_real, train_cost.usd_setup):
+# The $/1M real tokens a fine-tune pays, best first: the unsynced window (steps back to
+# back with one sync, as a fine-tune runs; docs/metrics: the headline), else the steady
+# state (each step synced), else every measured step (a run without a steady state).
+FINE_TUNE_RATES = (
+    ("usd_per_1m_tokens_real_window", "window"),
+    ("usd_per_1m_tokens_real", "steady"),
+    ("usd_per_1m_tokens_real_effective", "effective"),
+)
+FINE_TUNE_FORMULA = (
+    "$/fine-tune = fine_tune_tokens_millions x $/1M real tokens (over the window where measured, else steady, "
+    "else effective) + $ setup + $ warm-up (compile), paid once"
+)
+
+
+def fine_tune_rate(train_cost) -> tuple[float, str] | None:
+    """(the $/1M real tokens a fine-tune is priced at, which one: FINE_TUNE_RATES)."""
+    for field, name in FINE_TUNE_RATES:
+        value = getattr(train_cost, field, None) if train_cost is not None else None
+        if value:
+            return value, name
+    return None
+
+
+def fine_tune_cost(train_cost, tokens_millions: float) -> float | None:
+    """One real fine-tune of the workload (FINE_TUNE_FORMULA): `tokens_millions` million
+    real tokens, the scenario's `workload.fine_tune_tokens_millions`, at the train record's
+    $/1M real tokens, plus its one-off setup and warm-up. None where the record has no
+    $/1M or no setup cost (records from before setup was priced)."""
+    rate = fine_tune_rate(train_cost)
+    if rate is None or train_cost.usd_setup is None:
         return None
-    return train_cost.usd_per_1m_tokens_real * tokens_millions + train_cost.usd_setup + train_cost.usd_warmup
+    return rate[0] * tokens_millions + train_cost.usd_setup + (train_cost.usd_warmup or 0.0)
+
+
+def fine_tune_of_record(record) -> tuple[float, str] | None:
+    """A train record's $/fine-tune for its scenario's workload, with the basis in
+    words; None where its scenario states no workload or its cost lacks a figure."""
+    workload = record.scenario.resolved.get("workload") or {}
+    tokens = workload.get("fine_tune_tokens_millions")
+    usd = fine_tune_cost(record.cost, tokens) if tokens else None
+    if usd is None:
+        return None
+    rate, which = fine_tune_rate(record.cost)
+    return usd, f"{tokens:g}M real tokens x ${rate:.4g}/1M ({which}) + setup + warm-up"
 
 
 def workload_cost(

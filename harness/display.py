@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from harness import tasks
+from harness.failure_text import first_line
 from harness.result import RunRecord, as_record, as_records
 from harness.tasks.base import fmt
 
@@ -76,7 +78,9 @@ class RunProgress:
             self.bar.stop()
             self.bar = None
         if not record.ok:
-            self.console.print(f"  [red]failed ({record.failure.kind}): {record.failure.reason}[/red]")
+            self.console.print(
+                f"  [red]failed ({record.failure.kind}): {escape(first_line(record.failure.reason))}[/red]"
+            )
         for warning in record.warnings:
             self.console.print(f"  [yellow]warning: {warning}[/yellow]")
         self.console.print(f"  record: {record.path}")
@@ -91,7 +95,7 @@ def _summary_row(r: RunRecord, columns: tuple[str, ...]) -> tuple[str, Text, lis
         f"{s.name} {s.variant}{reduced} r{s.repeat}{task.summary_label()}\n"
         f"{r.backend.name} on {r.accelerator.catalog_key}"
     )
-    status = Text("ok", "green") if r.ok else Text(r.failure.kind, "red")
+    status = Text("ok", "green") if r.ok else Text(f"{r.failure.kind}: {first_line(r.failure.reason)}", "red")
     figures = task.summary_values(r)
     return name, status, [figures.get(column, "-") for column in columns]
 
@@ -178,13 +182,15 @@ def show_record(record, console: Console) -> None:
     record = as_record(record)
     s, acc, prov = record.scenario, record.accelerator, record.provenance
     console.print(f"[bold]{s.name}[/bold] {s.variant} r{s.repeat}  status: {record.status}")
-    console.print(f"backend {record.backend.name} on {acc.kind} x{acc.count} ({acc.name}), catalog {acc.catalog_key}")
+    console.print(f"backend {record.backend.name} on {acc.count}x {acc.kind} ({acc.name}), catalog {acc.catalog_key}")
     console.print(f"commit {prov.commit} dirty={prov.dirty}  finished {prov.finished_at}")
     if s.profile:
         console.print(f"[yellow]reduced run: profile {s.profile['name']}: {s.profile['overrides']}[/yellow]")
+    for warning in record.warnings:  # what the run warned about (a busy machine): its figures carry it
+        console.print(Text(f"warning: {warning}", style="yellow"))
     if not record.ok:
         f = record.failure
-        console.print(f"[red]{f.kind}: {f.reason}[/red] (exit {f.exit_code})")
+        console.print(Text(f"{f.kind}: {f.reason}", "red"), Text(f"(exit {f.exit_code})"))
         if f.log_tail:
             console.print(Text(f.log_tail))
         return

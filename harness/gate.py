@@ -153,13 +153,77 @@ def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:
             if metric.task != _task(records):
                 continue
             value = figure(metric, records)
-            checks.append(_absolute(label(key), b, metric, value))
+            absent = why_absent(metric, b.metric, records) if value is None else ""
+            checks.append(_absolute(label(key), b, metric, value, absent))
     return checks
 
 
-def _absolute(group: str, budget: AbsoluteBudget, metric: GateMetric, value: float | None) -> Check:
+def _matches(budget: AbsoluteBudget, key: tuple[str, str, str, str]) -> bool:
+    name, _, backend, accelerator = key
+    return all(
+        wanted is None or wanted == have
+        for wanted, have in ((budget.scenario, name), (budget.backend, backend), (budget.accelerator, accelerator))
+    )
+
+
+def _filter_words(budget: AbsoluteBudget) -> str:
+    named = [
+        f"{field}: {value}" for field in ("scenario", "backend", "accelerator") if (value := getattr(budget, field))
+    ]
+    return ", ".join(named) or "no filter"
+
+
+def _what_exists(groups) -> str:
+    """The scenario names, backends and accelerators the records have, for a filter that matched none."""
+    names, backends, accelerators = (sorted({key[i] for key in groups}) for i in (0, 2, 3))
+    return f"the records have scenarios: {', '.join(names)}; backends: {', '.join(backends)}; accelerators: {', '.join(accelerators)}"
+
+
+def unmatched_checks(groups, budgets: list[AbsoluteBudget], relative: dict[str, str]) -> list[Check]:
+    """A budget or relative limit that applies to no record fails the gate, naming its
+    filter and what exists: a typo in a filter must not turn a check off. `groups` are
+    every record's (failed runs included: their own check already fails)."""
+    checks = []
+    for b in budgets:
+        metric = known()[b.metric]
+        matched = {key: records for key, records in groups.items() if _matches(b, key)}
+        if any(_task(records) == metric.task for records in matched.values()):
+            continue
+        limit = b.max if b.max is not None else b.min
+        if matched:
+            tasks = ", ".join(sorted({_task(records) for records in matched.values()}))
+            why = f"{b.metric} is a {metric.task} figure and the records that match ({_filter_words(b)}) are {tasks} runs only"
+        else:
+            why = f"budget {b.metric} ({_filter_words(b)}) matches no record: {_what_exists(groups)}"
+        checks.append(Check(f"budget {_filter_words(b)}", b.metric, "absolute", None, limit, "failed", why))
+    tasks = sorted({_task(records) for records in groups.values()})
+    for name in relative:
+        metric = known()[name]
+        if metric.task not in tasks:
+            why = f"relative limit on {name}, a {metric.task} figure, matches no record: they are {', '.join(tasks)} runs only; {_what_exists(groups)}"
+            checks.append(Check("relative limits", name, "relative", None, None, "failed", why))
+    return checks
+
+
+def why_absent(metric: GateMetric, name: str, records: list[RunRecord]) -> str:
+    """Why a group has no figure: the record says (a migrated record's `absent`, MFU
+    withheld), or the device has no peak FLOP/s to divide by (MFU on a CPU)."""
+    from harness.accelerators import peak_flops
+
+    for record in records:
+        stated = record.absent.get(metric.figure) or getattr(record.metrics, f"{name}_invalid", None)
+        if stated:
+            return f"metric absent: {stated}"
+    if name in ("mfu", "hfu") and all(peak_flops(r.accelerator.catalog_key) is None for r in records):
+        return f"metric absent: {records[0].accelerator.catalog_key} has no peak FLOP/s in the catalog, so no {name.upper()}"
+    return "metric absent"
+
+
+def _absolute(
+    group: str, budget: AbsoluteBudget, metric: GateMetric, value: float | None, absent: str = "metric absent"
+) -> Check:
     if value is None:
-        return Check(group, budget.metric, "absolute", None, budget.max or budget.min, "no-data", "metric absent")
+        return Check(group, budget.metric, "absolute", None, budget.max or budget.min, "no-data", absent)
     if budget.max is not None and value > budget.max:
         return Check(
             group,
@@ -267,7 +331,11 @@ def run_gate(records, baseline_records, budgets: BudgetsFile, source: str) -> li
     records = as_records(records)
     ok = [r for r in records if r.ok]
     groups = group_records(ok)
-    checks = failed_run_checks(group_records(records))
+    every_group = group_records(records)
+    checks = failed_run_checks(every_group)
+    checks += unmatched_checks(
+        every_group, list(budgets.budgets), budgets.relative if baseline_records is not None else {}
+    )
     checks += absolute_checks(groups, [*budgets.budgets, *scenario_budgets(ok, source)])
     if baseline_records is not None:
         base_groups = group_records([r for r in as_records(baseline_records) if r.ok])
@@ -311,6 +379,11 @@ def no_data_reason(checks: list[Check]) -> str | None:
     return f"{len(missing)} of {len(checks)} checks have no data: {why}"
 
 
+def value_and_limit(check: Check) -> tuple[str, str]:
+    """The measured figure and the limit as the Markdown and the terminal table print them."""
+    return _fmt(check.measured, ""), _fmt(check.limit, "")
+
+
 def markdown(checks: list[Check], allow_no_data: bool = False) -> str:
     from harness.textsafe import md_cell
 
@@ -325,8 +398,7 @@ def markdown(checks: list[Check], allow_no_data: bool = False) -> str:
                     c.group,
                     c.metric,
                     c.kind,
-                    _fmt(c.measured, ""),
-                    _fmt(c.limit, ""),
+                    *value_and_limit(c),
                     c.verdict.upper() if c in failed else c.verdict,
                     c.detail,
                 )
@@ -334,7 +406,9 @@ def markdown(checks: list[Check], allow_no_data: bool = False) -> str:
             + " |"
         )
     lines.append("")
-    lines.append(f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} checks, {len(failed)} failed")
+    lines.append(
+        f"**{'FAIL' if failed else 'PASS'}**: {len(checks)} check{'' if len(checks) == 1 else 's'}, {len(failed)} failed"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -65,7 +65,10 @@ class Target:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^a-z0-9]+", "-", self.text.lower()).strip("-")
+        """From SkyPilot's spelling: `v5p-8` and `tpu-v5p-8` are one target."""
+        canonical = self.accelerator + (f":{self.count}" if self.count != 1 else "")
+        canonical += (f"x{self.nodes}" if self.nodes > 1 else "") + (f"={self.backend}" if self.backend else "")
+        return re.sub(r"[^a-z0-9]+", "-", canonical.lower()).strip("-")
 
     @property
     def sky_accelerators(self) -> str:
@@ -83,11 +86,62 @@ def parse_target(text: str) -> Target:
     name, count, nodes = match[1], int(match[2] or 1), int(match[3] or 1)
     if count < 1 or nodes < 1:
         raise SpecError(where, "", "a count and a node count are >= 1")
-    if name.lower().startswith("tpu-"):
-        if match[2] or match[3]:
+    tpu = tpu_slice_name(name, int(match[2]) if match[2] else None, where)
+    if tpu:
+        if match[3] or (match[2] and not _TPU_GENERATION.fullmatch(name.lower())):
             raise SpecError(where, "", "a TPU slice's size is in its name (tpu-v5p-16), not :COUNT or xNODES")
-        return Target(text, name.lower(), 1, 1, _tpu_hosts(name.lower(), where), backend or None)
-    return Target(text, name, count, nodes, nodes, backend or None)
+        return Target(text, tpu, 1, 1, _tpu_hosts(tpu, where), backend or None)
+    return Target(text, sky_gpu_name(name, where), count, nodes, nodes, backend or None)
+
+
+# bench's accelerator keys (`bench cost --a h100-sxm:2`, prices.yaml, reports) -> the
+# names SkyPilot's catalog gives the same GPUs (`sky gpus list`); SkyPilot's own names
+# (H100, A10G, ...) pass unchanged. A bench key SkyPilot has no separate name for
+# (h100-pcie: SkyPilot's H100 is the SXM part) is refused rather than swapped.
+SKY_GPU_NAMES = {
+    "h100-sxm": "H100",
+    "h200": "H200",
+    "a100-40gb": "A100",
+    "a100-80gb": "A100-80GB",
+    "l4": "L4",
+    "l40s": "L40S",
+    "b200": "B200",
+}
+_NO_SKY_NAME = ("h100-pcie", "h100-nvl", "gh200", "l40")
+# A TPU generation as bench spells it (`v5p`, `tpu-v5e`), without a slice size.
+_TPU_GENERATION = re.compile(r"(?:tpu-)?(v4|v5p|v5e|v5litepod|v6e)")
+
+
+def sky_gpu_name(name: str, where: str) -> str:
+    key = name.lower()
+    if key in _NO_SKY_NAME:
+        raise SpecError(
+            where,
+            "",
+            f"SkyPilot has no separate name for {key} (its H100 is the SXM part; its names: "
+            f"{', '.join(sorted(set(SKY_GPU_NAMES.values())))}, ... in `sky gpus list`): name SkyPilot's, e.g. H100:2",
+        )
+    return SKY_GPU_NAMES.get(key, name)
+
+
+def tpu_slice_name(name: str, chips: int | None, where: str) -> str | None:
+    """SkyPilot's name of a TPU slice (`tpu-v5p-8`, `tpu-v5litepod-8`) from any of bench's
+    spellings: `v5p-8`, `tpu-v5p-8`, `v5e-8` / `tpu-v5e-8` (SkyPilot: v5litepod), or a
+    generation and a chip count (`tpu-v5p:4`, as `bench cost` takes it: 4 v5p chips are
+    tpu-v5p-8, its name counting TensorCores). None: not a TPU."""
+    key = name.lower()
+    generation = _TPU_GENERATION.fullmatch(key)
+    if generation and chips is not None:
+        gen = generation[1]
+        size = chips * _TPU_CORES_PER_CHIP.get(gen, 1)
+        return f"tpu-{'v5litepod' if gen == 'v5e' else gen}-{size}"
+    match = re.fullmatch(r"(?:tpu-)?(v\d+[a-z]*)-(\d+)", key)
+    if not match:
+        if key.startswith("tpu-"):
+            raise SpecError(where, "", "expected a TPU slice such as tpu-v5p-8, v5p-8, tpu-v5litepod-16, tpu-v6e-8")
+        return None
+    gen = "v5litepod" if match[1] == "v5e" else match[1]
+    return f"tpu-{gen}-{match[2]}"
 
 
 def _tpu_hosts(name: str, where: str) -> int:

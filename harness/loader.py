@@ -35,9 +35,23 @@ def validate(doc: dict[str, Any], source: str) -> Scenario:
     try:
         return Scenario.model_validate(doc)
     except ValidationError as exc:
-        raise first_error(exc, source) from None
+        raise first_error(exc, source, scenario_keys_at) from None
     except RecursionError:
         raise SpecError(source, "", "document nests too deeply") from None
+
+
+def scenario_keys_at(path: tuple[Any, ...]) -> list[str]:
+    """The keys a scenario accepts at a location: its fields and every task's sections at
+    the top, a task section's model's fields under it."""
+    from harness.spec import task_sections
+    from harness.suggest import model_keys
+
+    sections = task_sections()
+    if not path:
+        return [*Scenario.model_fields, *sections]
+    if path[0] in sections:
+        return model_keys(sections[path[0]][1].model, path[1:])
+    return model_keys(Scenario, path)
 
 
 # --------------------------------------------------------------------------- overrides

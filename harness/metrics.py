@@ -58,6 +58,8 @@ EXECUTED_CONVENTION = (
 HFU_CONVENTION = (
     "hardware FLOPs: model FLOPs plus the decoder layers' forward recomputed under activation checkpointing"
 )
+# Added to the convention of a run whose chunked loss recomputed the LM head (#36).
+HFU_HEAD_RECOMPUTE = ", plus the LM head's forward again (2 per head weight per real token): the loss recomputed it"
 
 # Gemma 3 interleaves sliding-window layers with a global one: every 6th layer is global
 # (transformers' Gemma3TextConfig layer_types).
@@ -99,6 +101,9 @@ class FlopsModel:
     lora: bool
     adapter_params: int  # LoRA weights (0 for a full fine-tune)
     checkpointing: bool = False
+    # The chunked loss recomputes the LM head's forward in the backward (the record's
+    # raw.execution.loss_recompute): 2 FLOPs per head weight per token again.
+    head_recompute: bool = False
 
     def dense_per_token(self) -> float:
         layers, head = matmul_weights(self.arch)
@@ -113,11 +118,13 @@ class FlopsModel:
 
     def recompute_per_row(self, length: int) -> float:
         """The decoder layers' forward again (activation checkpointing): 2 per weight
-        and a third of the attention."""
+        and a third of the attention; the LM head's forward again (2 per head weight)
+        where the loss recomputes it."""
+        layers, head = matmul_weights(self.arch)
+        again = length * 2 * head if self.head_recompute else 0.0
         if not self.checkpointing:
-            return 0.0
-        layers, _ = matmul_weights(self.arch)
-        return length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
+            return again
+        return again + length * 2 * (layers + self.adapter_params) + self.attention_per_row(length) / 3
 
     def masked_attention_per_row(self, length: int) -> float:
         """Attention as an eager (masked) kernel executes it over a padded row: every
@@ -254,7 +261,7 @@ def _flops_figures(flops, kept, calm, calm_s, real_tokens, peak, chips) -> dict[
         "mfu": mfu(flops_per_s, peak, chips) if flops_per_s is not None else None,
         "hfu": mfu(hw_flops_per_s, peak, chips) if hw_flops_per_s is not None else None,
         "mfu_convention": MFU_CONVENTION,
-        "hfu_convention": HFU_CONVENTION,
+        "hfu_convention": HFU_CONVENTION + (HFU_HEAD_RECOMPUTE if counted and flops.head_recompute else ""),
         "peak_flops_per_chip": peak,
     }
 

@@ -51,14 +51,18 @@ def _flops(doc: dict[str, Any]):
     tokens or the architecture the backend built (bench before d08562e)."""
     from harness.metrics import FlopsModel
 
-    raw, train = doc["raw"], doc["scenario"]["resolved"]["train"]
+    raw, train = doc["raw"], (doc["scenario"].get("resolved") or {}).get("train")
     arch = raw["model"].get("architecture")
-    if arch is None or not all("row_tokens" in s for s in raw["loop"]["steps"]):
+    if train is None or arch is None or not all("row_tokens" in s for s in raw["loop"]["steps"]):
         return None
     lora = train["method"] == "lora"
     adapters = raw["model"]["num_trainable_params"] if lora else 0
     return FlopsModel(
-        arch, lora=lora, adapter_params=adapters, checkpointing=train.get("gradient_checkpointing", False)
+        arch,
+        lora=lora,
+        adapter_params=adapters,
+        checkpointing=train.get("gradient_checkpointing", False),
+        head_recompute=bool(raw.get("execution", {}).get("loss_recompute", False)),  # since #36
     )
 
 
@@ -68,7 +72,12 @@ def _train(doc: dict[str, Any], why: str) -> tuple[dict, dict | None, dict[str, 
 
     raw, accelerator = doc["raw"], doc["accelerator"]
     flops = _flops(doc)
-    absent = {f"metrics.{name}": why for name in FLOPS_FIGURES} if flops is None else {}
+    if "train" not in (doc["scenario"].get("resolved") or {}):
+        # the FLOPs model needs the method (LoRA or full) and checkpointing it trained with
+        why_flops = f"{why}: its resolved scenario has no `train` section (method, gradient_checkpointing)"
+    else:
+        why_flops = why
+    absent = {f"metrics.{name}": why_flops for name in FLOPS_FIGURES} if flops is None else {}
     if "compile_cache" not in raw:
         absent["metrics.compile_cache"] = why
     metrics = training_metrics(raw, accelerator, flops)

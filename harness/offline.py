@@ -115,6 +115,7 @@ IMAGE = frozenset(
         "urllib3",
         "charset-normalizer",
         "psutil",
+        "triton",  # a dependency of every CUDA torch wheel (liger-kernel's kernels)
     }
 )
 

@@ -246,7 +246,9 @@ def auto_micro_batch(rows_per_shard: int, bytes_per_row: float, budget_bytes: fl
     return max(fits, default=1)
 
 
-def _micro_batch(scenario, shards: int, arch: dict[str, Any], memory: int | None) -> tuple[int, str]:
+def _micro_batch(
+    scenario, shards: int, arch: dict[str, Any], memory: int | None, device_kind: str = ""
+) -> tuple[int, str]:
     """The plan's micro_batch: the scenario's number, or `auto` by the memory model."""
     train = scenario.train
     if train.micro_batch != "auto":
@@ -260,7 +262,12 @@ def _micro_batch(scenario, shards: int, arch: dict[str, Any], memory: int | None
     trainable = (
         lora_trainable_params(arch, train.lora.target_modules, train.lora.rank) if train.method == "lora" else None
     )
-    per_row = seq * activation_bytes_per_token(arch, precision.compute, scenario.model.attention, seq)
+    # `auto` attention is SDPA only on CUDA (backends/torch_common/attention.py); elsewhere
+    # it may be eager, whose score matrices count.
+    attention = scenario.model.attention
+    if attention == "auto":
+        attention = "sdpa" if device_kind == "cuda" else "eager"
+    per_row = seq * activation_bytes_per_token(arch, precision.compute, attention, seq)
     budget = MEMORY_HEADROOM * memory - resident_bytes(arch, precision, trainable)
     micro = auto_micro_batch(train.global_batch // shards, per_row, budget)
     how = (
@@ -320,7 +327,7 @@ def build(scenario, device_kind: str, device_count: int, device_memory_bytes: in
             "train.global_batch", f"{train.global_batch} rows do not split over {shards} data-parallel shards"
         )
     arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else {}
-    micro, micro_how = _micro_batch(scenario, shards, arch, device_memory_bytes)
+    micro, micro_how = _micro_batch(scenario, shards, arch, device_memory_bytes, device_kind)
     rows_per_forward = micro * shards
     if train.global_batch % rows_per_forward:
         raise _refuse(

@@ -282,7 +282,9 @@ def load_projection(path) -> ProjectionRecord:
     from pathlib import Path
 
     try:
-        doc = json.loads(Path(path).read_text())
+        from harness.locations import is_url, read_text
+
+        doc = json.loads(read_text(path) if is_url(path) else Path(path).read_text())
         if doc.get("schema") != SCHEMA:
             raise ValueError("not a bench projection")
         return ProjectionRecord.model_validate(doc).model_copy(update={"path": str(path)})
@@ -294,8 +296,14 @@ def load_projections(paths) -> list[ProjectionRecord]:
     """Every projection under the given directories (recursively) and files."""
     from pathlib import Path
 
+    from harness.locations import files_under, is_url
+
     found = []
-    for p in map(Path, paths):
+    for p in paths:
+        if is_url(p):
+            found.extend(load_projection(f) for f in files_under(str(p), SUFFIX))
+            continue
+        p = Path(p)
         files = sorted(p.rglob(f"*{SUFFIX}")) if p.is_dir() else ([p] if p.name.endswith(SUFFIX) else [])
         found.extend(load_projection(f) for f in files)
     return found

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness import tasks
 from harness.accelerators import catalog_key, is_unknown
+from harness.failure_text import explained
 from harness.provenance import code_revision, host, utc_iso
 from harness.result import SCHEMA, SCHEMA_VERSION, RunRecord, as_record
 
@@ -109,7 +110,7 @@ def build_record(
         failure = tasks.get(task).fill(record, run, plan, catalog)
     if failure is not None:
         record["status"] = "failed"
-        record["failure"] = failure
+        record["failure"] = {**failure, "reason": explained(failure["reason"])}
     return typed(record)
 
 

@@ -8,6 +8,7 @@ backend, because on a TPU VM torch_xla and JAX live in different environments.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -39,6 +40,25 @@ def all_backends() -> dict[str, BackendInfo]:
 
 def get(name: str) -> BackendInfo:
     return BACKENDS.get(name)
+
+
+def compiles_nothing(record) -> bool:
+    """A run (a RunRecord) of a backend that compiles nothing by design (its
+    BackendInfo.eager says so for these options: torch, or gpu-fsdp without `compile`)
+    that compiled nothing: its compile figures read "n/a (eager)" (report, `bench show`)."""
+    return _eager(record.backend.name, record.backend.options) and not (
+        record.metrics.num_compiles if record.metrics is not None else 0
+    )
+
+
+def _eager(backend: str, options: dict) -> bool:
+    info = _known_backend(backend)
+    return info is not None and info.eager is not None and info.eager(options)
+
+
+@functools.cache  # the registry scans installed entry points: once per backend name
+def _known_backend(backend: str) -> BackendInfo | None:
+    return all_backends().get(backend)  # unknown here: figures shown as they are
 
 
 def validate_backend_options(scenario, source: str) -> None:

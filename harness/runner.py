@@ -26,9 +26,10 @@ from harness import plan as plans
 from harness.cost import load_catalog, price_for
 from harness.errors import BenchError, SpecError
 from harness.loader import ResolvedRun, read_document, resolve_runs, validate
+from harness.locations import check_writable, is_url
 from harness.record import accelerator_from, build_record, run_key
 from harness.spec import MAX_SECONDS, Scenario, tasks_of
-from harness.store import RunRecord, load_records, record_filename, write_record
+from harness.store import RunRecord, is_results_dir, load_records, record_filename, write_record
 from harness.worker import EVENT_FILE_ENV
 
 KILL_GRACE_S = 10.0
@@ -40,7 +41,7 @@ class RunRequest:
     scenario_path: str
     backend: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
-    results_dir: Path = Path("results")
+    results_dir: Path | str = Path("results")  # a local directory or an fsspec URL (harness.locations)
     profile: str = "auto"  # auto: the profile named after the device kind, if any
     interpreters: dict[str, str] = field(default_factory=dict)
     force: bool = False
@@ -66,6 +67,7 @@ class SweepResult:
     # Matrix cells this backend cannot execute (variant, the refusal's one line); the
     # other cells ran. A sweep whose every cell is refused is refused whole (exit 2).
     refused: list[tuple[str, str]] = field(default_factory=list)
+    backend: str | None = None  # the backend the sweep ran (or planned) on
 
     @property
     def failed(self) -> list[RunRecord | dict[str, Any]]:
@@ -85,7 +87,7 @@ def run_sweep(request: RunRequest, progress) -> SweepResult:
     """Every run of the scenario on one backend; records written as they finish."""
     chosen, runs, resolved, refused, catalog = _plan_sweep(request)
     if request.dry_run:
-        return SweepResult([], [], resolved, refused=refused)
+        return SweepResult([], [], resolved, refused=refused, backend=chosen.name)
     accelerator = accelerator_from(None, chosen.probe)["catalog_key"]
     check_budget_prices(runs, accelerator, catalog, request.scenario_path)
     done = {} if request.force else successful_records(request.results_dir)
@@ -128,10 +130,29 @@ def _plan_sweep(request: RunRequest):
     runs = resolve_runs(request.scenario_path, request.overrides, profile)
     for run in runs:
         registry.validate_backend_options(run.scenario, request.scenario_path)
-    resolved, refused = plan_cells(runs, chosen, request.scenario_path)
+    try:
+        resolved, refused = plan_cells(runs, chosen, request.scenario_path)
+    except SpecError as exc:
+        raise axis_refusal_with_the_way(exc, chosen.name, named=bool(request.backend or base.backend)) from None
     for _, plan in resolved:  # a multi-host job's environment, checked before any work
         hosts.role(plan.hosts if plan is not None else 1)
     return chosen, runs, resolved, refused, catalog
+
+
+def axis_refusal_with_the_way(exc: SpecError, backend: str, named: bool) -> SpecError:
+    """A refusal of a parallel axis the backend lacks (`parallel.fsdp: 4 ...: this
+    backend has no fsdp parallelism`), completed with the backend that refused (named,
+    or picked as the best available here) and the two ways to run the file here: on one
+    device, or on a backend that has the axis. Any other refusal is returned as it was."""
+    axis = exc.field.removeprefix("parallel.")
+    if not exc.field.startswith("parallel.") or f"no {axis} parallelism" not in exc.message:
+        return exc
+    how = "named" if named else "the best available here; the scenario names none"
+    others = [n for n, info in registry.all_backends().items() if n != backend and axis in info.capabilities.axes]
+    way = "--set parallel.devices=1 (one device: every axis 1)"
+    if others:
+        way += f", or a backend with a {axis} axis: --backend {' / '.join(others)}"
+    return SpecError(exc.source, exc.field, f"{exc.message}; backend {backend} ({how}); to run it here: {way}")
 
 
 @dataclass
@@ -234,12 +255,15 @@ def preflight(request: RunRequest, base: Scenario) -> dict[str, Any]:
     return catalog
 
 
-def check_results_dir(results_dir: Path) -> None:
+def check_results_dir(results_dir: Path, flag: str = "--results-dir") -> None:
     """The results directory (or the nearest existing folder above it, where it would be
     created) is a directory this process can write: tried with a real file, since
-    permission bits do not tell (root, read-only mounts). Creates nothing that stays."""
+    permission bits do not tell (root, read-only mounts). Creates nothing that stays.
+    `flag`: the option that named it (`bench report -o` checks its file's folder)."""
+    if is_url(results_dir):
+        return check_writable(str(results_dir), f"{flag} {results_dir}")
     target = Path(results_dir)
-    where = f"--results-dir {target}"
+    where = f"{flag} {target}"
     existing = target
     while not existing.exists():
         if existing.is_symlink():
@@ -277,7 +301,7 @@ def check_budget_prices(runs: list[ResolvedRun], accelerator: str, catalog: dict
 
 def successful_records(results_dir: Path) -> dict[str, str]:
     """run_key -> path of the successful records already in the store (for resume)."""
-    if not Path(results_dir).is_dir():
+    if not is_results_dir(results_dir):
         return {}
     return {r.run_key: r.path for r in load_records([results_dir]).records if r.ok}
 
@@ -297,6 +321,11 @@ def save_record(results_dir: Path, record: RunRecord) -> tuple[Path, str | None]
         return write_record(results_dir, record), None
     except OSError as exc:
         problem = f"{type(exc).__name__}: {exc.strerror or exc}"
+    except Exception as exc:
+        # a bucket's client raises its own errors (gcsfs, s3fs): the record is rescued all the same
+        if not is_url(results_dir):
+            raise
+        problem = f"{type(exc).__name__}: {exc}"
     tried = []
     for place in rescue_dirs():
         try:
@@ -365,6 +394,13 @@ def trace_staging(results_dir: Path, scenario: Scenario, task: str) -> Path | No
     (renamed after the record once it has a name), or None when nothing is traced."""
     if not tasks.get(task).traced(scenario):
         return None
+    if is_url(results_dir):
+        raise SpecError(
+            f"--results-dir {results_dir}",
+            "trace",
+            "a traced run's trace files are kept beside its record in a local results directory: "
+            "give a local --results-dir for --trace (copy the folder to the bucket after)",
+        )
     Path(results_dir).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=results_dir, prefix=".tmp-trace-"))
 

@@ -88,9 +88,11 @@ class ModelSpec(Section):
     # benchmark needs). pretrained: load weights from a local directory (`path`).
     init: Literal["random", "pretrained"] = "random"
     path: str | None = None
-    # eager is the safe default: sdpa inspects mask values on the host under XLA and
-    # gives NaN with padded sliding-window rows under torchax (platform-notes.md).
-    attention: Literal["eager", "sdpa"] = "eager"
+    # auto: each backend's fastest safe kernel for its device (the torch backends: SDPA on
+    # CUDA, eager on the CPU; the XLA ones eager: sdpa inspects mask values on the host
+    # under XLA and gives NaN with padded sliding-window rows under torchax,
+    # platform-notes.md). eager or sdpa pins it; the record says which.
+    attention: Literal["auto", "eager", "sdpa"] = "auto"
 
     @model_validator(mode="after")
     def _known_preset_or_arch(self) -> "ModelSpec":

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness import locations
+from harness.locations import is_url
 from harness.result import MIGRATIONS, SCHEMA, SCHEMA_VERSION, RunRecord, as_record
 
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "RunRecord", "load_record", "load_records", "write_record"]
@@ -68,9 +70,13 @@ def write_text_atomic(path: Path, text: str | bytes) -> Path:
     return path
 
 
-def write_record(results_dir: Path, record: RunRecord | dict[str, Any]) -> Path:
-    """Store a record (a dict is validated as one first: nothing untyped is stored)."""
+def write_record(results_dir: Path | str, record: RunRecord | dict[str, Any]) -> Path | str:
+    """Store a record (a dict is validated as one first: nothing untyped is stored), in a
+    local directory or at an fsspec URL (harness.locations: atomic where the store allows)."""
     record = as_record(record)
+    if is_url(results_dir):
+        text = json.dumps(_finite(record.to_json()), indent=1, allow_nan=False)
+        return locations.write_text(locations.join(str(results_dir), record_filename(record)), text)
     return write_json_atomic(Path(results_dir) / record_filename(record), record.to_json())
 
 
@@ -83,11 +89,16 @@ class LoadResult:
 PROJECTION_SUFFIX = ".projection.json"  # harness.projection.SUFFIX
 
 
-def record_files(paths: Iterable[str | Path]) -> list[Path]:
+def record_files(paths: Iterable[str | Path]) -> list[Path | str]:
     """Record files under directories (recursively) and given files; temp files and
-    hidden folders (`bench migrate`'s `.orig/`, caches) skipped under a directory."""
-    found: list[Path] = []
-    for p in map(Path, paths):
+    hidden folders (`bench migrate`'s `.orig/`, caches) skipped under a directory. A URL
+    (gs://, s3://, memory://) is listed through fsspec; its files come back as URLs."""
+    found: list[Path | str] = []
+    for p in paths:
+        if is_url(p):
+            found.extend(f for f in locations.files_under(str(p), ".json") if not f.endswith(PROJECTION_SUFFIX))
+            continue
+        p = Path(p)
         candidates = sorted(c for c in p.rglob("*.json") if not _hidden(c.relative_to(p))) if p.is_dir() else [p]
         # Projections (harness/projection.py) live beside the records and are never read as one.
         found.extend(c for c in candidates if not c.name.startswith(".tmp-") and not c.name.endswith(PROJECTION_SUFFIX))
@@ -98,29 +109,41 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts[:-1])
 
 
-def load_record(path: Path) -> RunRecord:
-    """One record, migrated to the current schema (harness.result.MIGRATIONS) and
-    typed; ValueError if it is not one."""
+def load_record(path: Path | str) -> RunRecord:
+    """One record (a local path or a URL), migrated to the current schema
+    (harness.result.MIGRATIONS) and typed; ValueError if it is not one."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(locations.read_text(path) if is_url(path) else Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable ({type(exc).__name__})") from None
     return as_record(doc, str(path)).model_copy(update={"path": str(path)})
 
 
 def load_records(paths: Iterable[str | Path]) -> LoadResult:
-    result = LoadResult()
+    """Every record under `paths` (directories, files, URLs). A run is one record however
+    many locations hold a copy of it (a bucket and a local download): the first read of
+    each run id is kept, in the order the paths are given."""
+    result, seen = LoadResult(), set()
     for path in record_files(paths):
         try:
-            result.records.append(load_record(path))
+            record = load_record(path)
         except ValueError as exc:
             result.warnings.append(f"skipped {exc}")
+            continue
+        if record.run_id not in seen:
+            seen.add(record.run_id)
+            result.records.append(record)
     return result
 
 
-def successful_run_keys(results_dir: Path) -> set[str]:
+def is_results_dir(results_dir: Path | str) -> bool:
+    """Whether a results directory (or URL) exists to be read."""
+    return locations.is_dir(str(results_dir)) if is_url(results_dir) else Path(results_dir).is_dir()
+
+
+def successful_run_keys(results_dir: Path | str) -> set[str]:
     """run_keys of the successful records already in the store (for resume)."""
-    if not Path(results_dir).is_dir():
+    if not is_results_dir(results_dir):
         return set()
     return {r.run_key for r in load_records([results_dir]).records if r.ok}
 

@@ -60,6 +60,9 @@ class EntryOutcome:
     entry: SuiteEntry
     scenario_path: str
     skipped_reason: str | None = None  # an optional entry whose backend is not installed
+    # A dry run's entry whose backend is not installed here: previewed (planned on this
+    # host's CPU) instead of refused, so a TPU VM's suite can be read before the VM.
+    not_installed: str | None = None
     result: SweepResult | None = None
 
     @property
@@ -80,10 +83,12 @@ class SuiteResult:
 
 
 def load_suite(path: str) -> Suite:
+    from harness.suggest import keys_of
+
     try:
         return Suite.model_validate(read_document(path))
     except ValidationError as exc:
-        raise first_error(exc, path) from None
+        raise first_error(exc, path, keys_of(Suite)) from None
 
 
 def _request(
@@ -105,11 +110,50 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
     """Resolve and plan every entry (probing each backend once), then, unless a dry run,
     run them in order. `options`: RunRequest's shared fields (results_dir,
     interpreters, force, timeout_s, prices_file, command)."""
-    from reports.render import output_format
-
     suite = load_suite(suite_path)
     if options.get("results_dir") is None:
         options = {**options, "results_dir": Path("results") / suite.name}
+    check_entries(suite, suite_path)
+    available = _probe(suite, options.get("interpreters", {}))
+    result = SuiteResult(suite)
+    for i, entry in enumerate(suite.runs):
+        outcome = EntryOutcome(i, entry, str(Path(suite_path).parent / entry.scenario))
+        probed = available[entry.backend]
+        probe = probed.probe
+        if not probe.available:
+            reason = f"{entry.backend} is not available here: {probe.reason}"
+            if entry.optional:
+                outcome.skipped_reason = reason
+            elif dry_run:
+                outcome.not_installed = reason
+            else:
+                raise SpecError(
+                    suite_path,
+                    f"runs.{i}.backend",
+                    f"{reason} (mark the entry optional: true to skip it where not installed)",
+                )
+            probed = preview_probe(probed) if dry_run else None
+        if probed is not None:
+            # The dry run of every entry before any work: scenario, overrides, options, plan.
+            outcome.result = run_sweep(_request(suite_path, i, entry, options, True, probed), progress)
+        result.outcomes.append(outcome)
+    if dry_run:
+        return result
+    for outcome in result.outcomes:
+        if outcome.skipped_reason is None:
+            outcome.result = run_sweep(
+                _request(suite_path, outcome.index, outcome.entry, options, False, available[outcome.entry.backend]),
+                progress,
+            )
+    result.report_path = _write_report(suite, options["results_dir"])
+    return result
+
+
+def check_entries(suite: Suite, suite_path: str) -> None:
+    """What needs no backend: the report's format, each entry's backend name and scenario
+    file (a SpecError naming the suite's field)."""
+    from reports.render import output_format
+
     try:
         output_format(suite.report, None)  # a report it could not write is refused now, not at the end
     except SpecError as exc:
@@ -126,35 +170,39 @@ def run_suite(suite_path: str, progress, options: dict[str, Any], dry_run: bool 
                 f"no such scenario file: "
                 f"{Path(suite_path).parent / entry.scenario} (paths are relative to the suite file)",
             )
-    available = _probe(suite, options.get("interpreters", {}))
-    result = SuiteResult(suite)
+
+
+def validate_suite(suite_path: str) -> tuple[Suite, int]:
+    """`bench validate` of a suite file: the suite's fields, then each entry's scenario
+    with its overrides (and its named profile) as `bench run` would resolve it; no
+    backend is probed. Returns the suite and its number of runs."""
+    from harness.loader import resolve_runs
+
+    suite = load_suite(suite_path)
+    check_entries(suite, suite_path)
+    runs = 0
     for i, entry in enumerate(suite.runs):
-        outcome = EntryOutcome(i, entry, str(Path(suite_path).parent / entry.scenario))
-        probed = available[entry.backend]
-        probe = probed.probe
-        if not probe.available:
-            if not entry.optional:
-                raise SpecError(
-                    suite_path,
-                    f"runs.{i}.backend",
-                    f"{entry.backend} is not available here: "
-                    f"{probe.reason} (mark the entry optional: true to skip it where not installed)",
-                )
-            outcome.skipped_reason = f"{entry.backend} is not available here: {probe.reason}"
-        else:
-            # The dry run of every entry before any work: scenario, overrides, options, plan.
-            outcome.result = run_sweep(_request(suite_path, i, entry, options, True, probed), progress)
-        result.outcomes.append(outcome)
-    if dry_run:
-        return result
-    for outcome in result.outcomes:
-        if outcome.skipped_reason is None:
-            outcome.result = run_sweep(
-                _request(suite_path, outcome.index, outcome.entry, options, False, available[outcome.entry.backend]),
-                progress,
-            )
-    result.report_path = _write_report(suite, options["results_dir"])
-    return result
+        scenario = str(Path(suite_path).parent / entry.scenario)
+        named = entry.profile if entry.profile not in ("auto", "none") else None
+        try:
+            resolved = resolve_runs(scenario, dict(entry.set), named)
+            for run in resolved:
+                registry.validate_backend_options(run.scenario, scenario)
+        except SpecError as exc:
+            raise SpecError(suite_path, f"runs.{i}", str(exc)) from None
+        runs += len(resolved)
+    return suite, runs
+
+
+def preview_probe(probed):
+    """A stand-in for a backend that is not installed here, for a dry run's preview: one
+    device of this host's CPU, so the entry's scenario, overrides and plan are checked
+    and shown; the real devices come from the backend's probe where it is installed."""
+    from harness.backend import Probe
+    from harness.registry import ProbeResult
+
+    stand_in = Probe(True, "preview", device_kind="cpu", device_name="this host (preview)", device_count=1)
+    return ProbeResult(probed.name, probed.python, stand_in)
 
 
 def _probe(suite: Suite, interpreters: dict[str, str]) -> dict[str, Any]:
@@ -166,11 +214,11 @@ def _probe(suite: Suite, interpreters: dict[str, str]) -> dict[str, Any]:
 def _write_report(suite: Suite, results_dir: Path) -> Path | None:
     """One report of every record in the suite's results directory (resumed runs'
     earlier records included: they are the suite's too)."""
-    from harness.store import load_records
+    from harness.store import is_results_dir, load_records
     from reports.model import build
     from reports.render import output_format, write
 
-    records = load_records([results_dir]).records if Path(results_dir).is_dir() else []
+    records = load_records([results_dir]).records if is_results_dir(results_dir) else []
     if not records:
         return None
     path, fmt = output_format(suite.report, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -232,4 +233,11 @@ def _worker_failure(done, chip: TpuSlice) -> str:
     tail = lines[-1] if lines else f"exit {done.returncode}"
     if "No module named 'libtpu'" in done.stderr or "TPU platform" in done.stderr or "libtpu" in tail:
         return f"cannot compile for {chip.name} here: {tail} (install the tpu extra: pip install -e '.[tpu]'; {TPU_PYTHON_ENV})"
+    missing = re.search(r"No module named '([\w.]+)'", done.stderr)
+    if missing:  # the stack is not in the interpreter the compile ran in: say which, and how to get one
+        return (
+            f"cannot compile for {chip.name} here: {tpu_python()} has no {missing[1]}. The compile needs JAX with "
+            f"libtpu and the backend's stack in one environment: python3 -m venv .venv-tpu && .venv-tpu/bin/pip "
+            f"install -e '.[tpu,jax,torchax,torch]' (as .ci/run builds it), then {TPU_PYTHON_ENV}=.venv-tpu/bin/python"
+        )
     return f"the compile for {chip.name} failed: {tail}"

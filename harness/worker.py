@@ -102,21 +102,14 @@ def execute(job: dict[str, Any], events: EventSink, held: list) -> dict[str, Any
     return facts
 
 
-def clipped(text: str, most: int = 2000) -> str:
-    """At most `most` characters: the start and the end kept (a server's error line is
-    at the end of the log tail a launch failure quotes)."""
-    if len(text) <= most:
-        return text
-    head = most // 4
-    return text[:head] + " [...] " + text[-(most - head - 7) :]
-
-
 def failure_from(exc: BaseException) -> dict[str, Any]:
+    from harness.failure_text import explained
+
     name = type(exc).__name__
     oom = "OutOfMemory" in name or "out of memory" in str(exc).lower() or isinstance(exc, MemoryError)
     return {
         "kind": "oom" if oom else "error",
-        "reason": clipped(f"{name}: {exc}".strip()),
+        "reason": explained(f"{name}: {exc}"),  # the cause on its first line, the text cut in the middle
         "traceback": traceback.format_exc()[-4000:],
     }
 

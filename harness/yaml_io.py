@@ -153,8 +153,9 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc if not (isinstance(part, str) and _UNION_MEMBER.match(part)))
 
 
-def first_error(exc: ValidationError, source: str) -> SpecError:
-    """Pydantic's first error as one SpecError line: file, dotted field, message."""
+def first_error(exc: ValidationError, source: str, keys_at=None) -> SpecError:
+    """Pydantic's first error as one SpecError line: file, dotted field, message.
+    `keys_at(location)`: the keys accepted there, for an unknown key's "did you mean"."""
     err = exc.errors(include_url=False)[0]
     loc = tuple(err["loc"])
     message = str(err["msg"]).removeprefix("Value error, ")
@@ -162,10 +163,21 @@ def first_error(exc: ValidationError, source: str) -> SpecError:
     if match:  # model validators prefix the field they blame: "preset: ..."
         loc, message = loc + (match.group(1),), match.group(2)
     if err["type"] == "extra_forbidden":
-        message = "unknown key"
+        message = "unknown key" + _suggestion(loc, keys_at)
     elif "input" in err and err["type"] not in ("missing",) and not match:
         message = f"{message}, got {_short(err['input'])}"
     return SpecError(source, _dotted(loc) or "(top level)", message)
+
+
+def _suggestion(loc: tuple[Any, ...], keys_at) -> str:
+    """'; did you mean train.steps?' for an unknown key near a known one, else ''."""
+    if keys_at is None:
+        return ""
+    from harness.suggest import did_you_mean
+
+    parts = tuple(p for p in loc if not (isinstance(p, str) and _UNION_MEMBER.match(p)))
+    prefix = ".".join(map(str, parts[:-1]))
+    return did_you_mean(str(parts[-1]), keys_at(parts[:-1]), prefix + "." if prefix else "")
 
 
 def _short(value: Any) -> str:

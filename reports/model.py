@@ -3,7 +3,6 @@ so every output shows the same numbers formatted the same way."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -11,9 +10,10 @@ from harness import tasks
 from harness.cost import scaled_cost_ratios
 from harness.errors import BenchError, SpecError
 from harness.metrics import across_runs
+from harness.registry import compiles_nothing
 from harness.result import Price, RunRecord, as_records
 from harness.tasks.base import Column
-from reports import compare, factors, stats
+from reports import absent, compare, factors, stats
 from reports import serving as serve_report
 
 
@@ -39,8 +39,20 @@ def _over_runs(column: Column) -> Callable[[list[RunRecord]], Any]:
 # The comparisons' rows (a train run's figures); a row shows the median over its runs.
 SUMMARY_COLUMNS: list[Column] = _columns("comparisons")
 SUMMARY_HEADERS = ["runs", *(c.header for c in SUMMARY_COLUMNS)]
+# The main table's columns (a laptop's width); the rest are in a second table behind a toggle.
+KEY_FIGURES = (
+    "metrics.window_tokens_per_s_real",
+    "cost.usd_per_1m_tokens_real_window",
+    "metrics.step_time_s.median",
+    "metrics.tokens_per_s_real",
+    "metrics.mfu",
+    "cost.usd_run",
+)
+KEY_INDEXES = [0, *(1 + i for i, c in enumerate(SUMMARY_COLUMNS) if c.id in KEY_FIGURES)]
+MORE_INDEXES = [i for i in range(len(SUMMARY_HEADERS)) if i not in KEY_INDEXES]
 COST_NOTE = (
-    "$/1M real tok (steady): steady-state steps only, the headline cost. $/run total = setup (model build, "
+    "$/1M real tok (window): over the unsynced window (one device sync at its end, as a fine-tune runs), the "
+    "headline cost; (steady): steady-state steps only, each synchronised. $/run total = setup (model build, "
     "sharding, data) + warm-up steps (compilation) + steady state + measured steps that recompiled + "
     "process start and exit; a fine-tune pays setup and warm-up once."
 )
@@ -62,25 +74,10 @@ def fmt(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
-def compiles_nothing(record: RunRecord) -> bool:
-    """A run of a backend that compiles nothing by design (its BackendInfo.eager says so
-    for these options: torch, or gpu-fsdp without `compile`) that compiled nothing."""
-    return _eager(record.backend.name, record.backend.options) and not (
-        record.metrics.num_compiles if record.metrics is not None else 0
-    )
-
-
-def _eager(backend: str, options: dict[str, Any]) -> bool:
-    eager = _eager_rule(backend)
-    return eager is not None and eager(options)
-
-
-@functools.cache  # the registry scans installed entry points: once per backend name
-def _eager_rule(backend: str):
-    from harness import registry  # the backends' light descriptions, no framework
-
-    info = registry.all_backends().get(backend)
-    return info.eager if info is not None else None  # unknown here: figures shown as they are
+def na_cell(records: list[RunRecord], column: Column) -> str:
+    """`n/a [code]`: why the figure is absent (reports/absent.py), from a run that lacks it."""
+    lacking = next((r for r in records if column.value(r) is None), records[0])
+    return absent.na(absent.cause(lacking, column.id))
 
 
 @dataclass
@@ -109,7 +106,8 @@ class Row:
     def cell(self, column: Column) -> str:
         if column.compiles and self.eager:
             return "n/a (eager)"
-        return fmt(self.median(column.value), column.spec)
+        value = self.median(column.value)
+        return fmt(value, column.spec) if value is not None else na_cell(self.records, column)
 
 
 @dataclass
@@ -250,12 +248,32 @@ def _serving_rows(records: list[RunRecord]) -> list[TableRow]:
         TableRow(
             f"{name} · {row.label}",
             row.records,
-            _labelled_cost([fmt(g(row.records), spec) for _, spec, g in SERVE_COLUMNS], row.records),
+            _labelled_cost(_serve_cells(row.records), row.records),
             row.attrs[factors.ACCELERATOR],
             name,
         )
         for name, row in _serving_groups(records)
     ]
+
+
+def _serve_cells(records: list[RunRecord]) -> list[str]:
+    """A serving row's cells: each column's figure over the runs, `n/a [code]` with its
+    cause where absent, goodput with the SLO that decides it."""
+    cells = [str(len(records))]
+    for column in _columns("serving"):
+        value = _over_runs(column)(records)
+        cell = fmt(value, column.spec) if value is not None else na_cell(records, column)
+        if column.id == "metrics.goodput_req_s" and value is not None:
+            cell += f" ({slo_words(records[0])})"
+        cells.append(cell)
+    return cells
+
+
+def slo_words(record: RunRecord) -> str:
+    """The SLO a serve run's goodput counts requests against, in words."""
+    from harness.tasks.serve.show import slo_words as words
+
+    return words(record.metrics.slo)
 
 
 SERVE_USD_COLUMN = [h for h, _, _ in SERVE_COLUMNS].index("$/1M out tok")
@@ -403,7 +421,7 @@ def _add_projections(report: Report, train: list[RunRecord], projections: list) 
     from reports.projections import fine_tune_rows, projected_rows
 
     report.projected = projected_rows(projections, train)
-    label = lambda r: f"{r.scenario.variant} · {r.backend.name} · {r.accelerator.catalog_key} x{r.accelerator.count}"  # noqa: E731
+    label = lambda r: f"{r.scenario.variant} · {r.backend.name} · {r.accelerator.count}x {r.accelerator.catalog_key}"  # noqa: E731
     report.fine_tunes, report.fine_tune_lines, warnings = fine_tune_rows(train, label)
     report.warnings += warnings
 
@@ -563,19 +581,13 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
 
 
 def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> tuple[float | None, str]:
-    """harness.cost.fine_tune_cost of a train record: the whole fine-tune projected from
-    it where its scenario's data can say what that is (reports/projections.py), else
-    its steady $/1M x the workload's tokens + setup + warm-up (None for records from
-    before setup was priced); with the basis, in words."""
-    from harness.cost import fine_tune_cost
-    from reports.projections import fine_tune_of
+    """harness.cost.fine_tune_cost of a train record (FINE_TUNE_FORMULA: the scenario's
+    stated tokens at the record's $/1M real tokens + setup + warm-up), with the basis."""
+    from harness.cost import fine_tune_cost, fine_tune_rate
 
-    projected, _ = fine_tune_of(record)
-    if projected is not None and projected.usd is not None:
-        return fine_tune_cost(record.cost, tokens_millions, projected), "projected whole fine-tune: " + projected.basis
-    return fine_tune_cost(
-        record.cost, tokens_millions
-    ), "steady $/1M real tokens x fine_tune_tokens_millions + setup + warm-up"
+    rate = fine_tune_rate(record.cost)
+    basis = f"{tokens_millions:g}M real tokens x {rate[1]} $/1M + setup + warm-up" if rate else "no $/1M real tokens"
+    return fine_tune_cost(record.cost, tokens_millions), basis
 
 
 def _serve_basis(row: Row, searched: bool) -> str:

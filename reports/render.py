@@ -11,10 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from harness.cost import FINE_TUNE_FORMULA
 from harness.result import RunRecord
 from harness.textsafe import md_cell
+from reports import absent, glance
+from reports.embed import script_json
 from reports.factors import profile_name, short
-from reports.model import COST_NOTE, SERVE_COLUMNS, SUMMARY_HEADERS, Report
+from reports.history import report_markdown, report_section
+from reports.model import COST_NOTE, KEY_INDEXES, MORE_INDEXES, SERVE_COLUMNS, SUMMARY_HEADERS, Report
 from reports.plots import figures
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -48,11 +52,6 @@ def factor_names(section) -> str:
     return ", ".join(short(f) for f in section.factors) or "none (one row)"
 
 
-def script_json(figure) -> str:
-    """A figure as JSON safe inside <script>: no `</script>` can close the element."""
-    return figure.to_json().replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
 def trace_links(record: RunRecord, base: Path | None) -> list[dict[str, str]]:
     """A traced run's trace files (harness/trace.py), as links relative to the report's
     folder: the record names them relative to its own."""
@@ -78,7 +77,13 @@ def html(report: Report, base: Path | None = None) -> str:
         ]
     return env.get_template("report.html.j2").render(
         report=report,
+        glances=glance.build(report),
         columns=SUMMARY_HEADERS,
+        key_indexes=KEY_INDEXES,
+        more_indexes=MORE_INDEXES,
+        glance_train=glance.TRAIN_HEADERS,
+        glance_serve=glance.SERVE_HEADERS,
+        legend=absent.legend,
         serve_columns=[h for h, _, _ in SERVE_COLUMNS],
         plots=plots,
         plotly_js=get_plotlyjs(),
@@ -86,17 +91,27 @@ def html(report: Report, base: Path | None = None) -> str:
         factor_names=factor_names,
         profile_name=profile_name,
         cost_note=COST_NOTE,
+        fine_tune_formula=FINE_TUNE_FORMULA,
         projected_note=PROJECTED_NOTE,
         trace_links=lambda record: trace_links(record, base),
+        history=report_section(report.runs),
         generated=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
 
 def _md_headline(report: Report) -> list[str]:
     out = ["## At a glance", ""]
-    for section in report.sections:
-        out += [f"**{md_cell(section.name)}**" + (f" ({md_cell(section.reference)})" if section.reference else ""), ""]
-        out += [f"- {md_cell(line)}" for line in section.headline] + [""]
+    for g in glance.build(report):
+        out += [f"**{md_cell(g.name)}**" + (f" ({md_cell(g.reference)})" if g.reference else ""), ""]
+        for headers, rows in ((glance.TRAIN_HEADERS, g.train), (glance.SERVE_HEADERS, g.serve)):
+            if rows:
+                out += [_md_row(headers), "|---" * len(headers) + "|", *(_md_row(list(map(md_cell, r))) for r in rows)]
+                out.append("")
+        notes = " ".join(g.notes) + (
+            f" Codes (why n/a, why not the window): {'; '.join(g.legend)}." if g.legend else ""
+        )
+        out += [md_cell(notes.strip()), ""] if notes.strip() else []
+        out += [f"- {md_cell(line)}" for line in g.more + g.lines] + [""]
     out += [f"How sure: {md_cell(report.method)}.", "", "How to read this report:", ""]
     return out + [f"- {md_cell(c)}" for c in report.conventions] + [""]
 
@@ -110,11 +125,16 @@ def _md_section(section) -> list[str]:
         + (f" Rows also differ in: {md_cell(', '.join(section.differences))}." if section.differences else ""),
         "",
     ]
-    out.append("| run | " + " | ".join(SUMMARY_HEADERS) + " |")
-    out.append("|---" * (len(SUMMARY_HEADERS) + 1) + "|")
-    for row in section.rows:
-        out.append("| " + " | ".join([md_cell(run_label(section, row)), *map(md_cell, row.cells)]) + " |")
-    out += ["", md_cell(COST_NOTE), ""]
+    for title, indexes in (("", KEY_INDEXES), ("The other columns:", MORE_INDEXES)):
+        out += [title, ""] if title else []
+        out.append("| run | " + " | ".join(SUMMARY_HEADERS[i] for i in indexes) + " |")
+        out.append("|---" * (len(indexes) + 1) + "|")
+        for row in section.rows:
+            cells = [md_cell(run_label(section, row)), *(md_cell(row.cells[i]) for i in indexes)]
+            out.append("| " + " | ".join(cells) + " |")
+        codes = absent.legend(" ".join(row.cells[i] for i in indexes) for row in section.rows)
+        out += ["", *([md_cell(f"Why n/a: {'; '.join(codes)}."), ""] if codes else [])]
+    out += [md_cell(COST_NOTE), ""]
     if section.comparisons:
         out += ["### Each factor against the baseline's level, the others held fixed", ""]
         out += [f"- {md_cell(c.sentence)}" for c in section.comparisons] + [""]
@@ -125,13 +145,15 @@ def _md_section(section) -> list[str]:
 
 
 def markdown(report: Report) -> str:
-    out = ["# bench report", ""] + [line for w in report.warnings for line in (f"warning: {md_cell(w)}", "")]
-    out += _md_headline(report)
+    out = ["# bench report", "", *_md_headline(report)]  # the answers first, the caveats below them
+    out += [line for w in report.warnings for line in (f"warning: {md_cell(w)}", "")]
     for section in report.sections:
         out += _md_section(section)
     if report.serving:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in report.serving]
         out += _md_table("Serving", ["run", *(h for h, _, _ in SERVE_COLUMNS)], rows)
+        codes = absent.legend(" ".join(row.cells) for row in report.serving)
+        out += [md_cell(f"Why n/a: {'; '.join(codes)}."), ""] if codes else []
     for table in report.tables:
         rows = [[md_cell(row.label), *map(md_cell, row.cells)] for row in table.rows]
         out += _md_table(f"Task {md_cell(table.task)}", ["run", *table.headers], rows)
@@ -140,6 +162,7 @@ def markdown(report: Report) -> str:
     if report.workloads:
         out += _md_workloads(report.workloads)
     out += _projected_markdown(report)
+    out += report_markdown(report.runs)
     if report.failed:
         out += _md_failed(report.failed)
     prices = [
@@ -213,7 +236,7 @@ def _md_workloads(workloads: list) -> list[str]:
                 w.run,
                 f"{w.fine_tunes:g}",
                 f"{w.served_tokens_millions:g}",
-                f"{w.train_usd:.4g}",
+                f"{w.train_usd:.4g} ({w.train_basis})",
                 f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
                 f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
                 f"{w.ratio_to_first:.3f}",
@@ -222,7 +245,10 @@ def _md_workloads(workloads: list) -> list[str]:
         ]
         for w in workloads
     ]
-    return _md_table("Train + serve workload", headers, rows)
+    note = (
+        f"Workload cost = fine-tunes x $/fine-tune + million served tokens x $/1M output tokens; {FINE_TUNE_FORMULA}."
+    )
+    return [*_md_table("Train + serve workload", headers, rows), md_cell(note), ""]
 
 
 def _md_failed(failed: list[RunRecord]) -> list[str]:

@@ -30,6 +30,7 @@ from backends.hf_common.model import (
     run_dtypes,
 )
 from backends.torch_common import execution
+from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
 from harness.provenance import cpu_name, module_versions
@@ -52,7 +53,12 @@ class FsdpBackend(StepBackend):
             raise RuntimeError(f"launched {self.world} ranks for a plan of {self.plan.devices} devices")
         self.device = self._device()
         dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
-        model = apply_lora(build_model(self.scenario), self.scenario)  # same seed on every rank
+        self.attention = resolve_attention(self.scenario.model.attention, self.device)
+        # auto: on on CUDA in the harness's loop; off under trl's Trainer (its own loop).
+        self.compile = execution.compile_on(self.options, self.device) and not (
+            self.options.mode == "sft_trainer" and self.options.compile == "auto"
+        )
+        model = apply_lora(build_model(self.scenario, self.attention), self.scenario)  # same seed on every rank
         self.compute_dtype = None  # measured: the dtype of the first forward's logits
         self.compile_events = 0
         self.fingerprints: list[int] = []  # of the rows this rank fed: distinct work, checked
@@ -63,13 +69,19 @@ class FsdpBackend(StepBackend):
         self.model = cast_to_plan(model, self.plan.precision).to(self.device)
         # The loss module holds the model and the LM head's loss: FSDP's root, so its
         # hooks gather the embedding, final norm and head for the loss too.
-        self.loss = self._shard(execution.loss_module(self.model, self.options, self.device, "gpu-fsdp"))
+        self.loss = self._shard(
+            execution.loss_module(self.model, self.options, self.device, "gpu-fsdp", self.plan, self.scenario)
+        )
         self.fused_optimizer = execution.use_fused_optimizer(self.device, self.scenario)
         self.optimizer = build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
         self.steps = PlannedSteps(self.optimizer, self.plan, self.work)
         facts = model_facts(self.model)  # DTensor numel is the global size
-        if self.options.compile:
+        if self.compile:
             execution.compile_loss(self.loss, self.options)
+        self.attention_facts = attention_facts(
+            self.loss, self.options, self.device, self._autocast, self.scenario, "gpu-fsdp"
+        )
+        self.loss.recomputed_chunks = 0  # the probe's are not the run's
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         return facts
@@ -81,7 +93,7 @@ class FsdpBackend(StepBackend):
                 "backend_options.gpu-fsdp.mode: sft_trainer runs on one process in this version "
                 "(parallel.devices must be 1)"
             )
-        if self.options.compile:
+        if self.compile:
             raise ValueError("backend_options.gpu-fsdp.compile: not supported with mode sft_trainer")
         if self.plan.window_steps:
             raise ValueError(
@@ -164,13 +176,13 @@ class FsdpBackend(StepBackend):
             mine = self._my_rows(micro)
             if not self.fingerprints:
                 self.fingerprints.append(hash(mine.input_ids.tobytes()) & 0x7FFFFFFF)
-            return mine.attention_mask, *execution.place(mine, self.device)
+            return mine.attention_mask, *execution.place(mine, self.device, self.attention)
 
         def loss_sum(i: int, ids, mask, labels, positions):
             if self.sharded:
                 self.loss.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
-            with self._autocast():
+            with self._autocast(), sdpa_context(self.options.sdpa_kernel):
                 summed = self.loss(ids, mask, labels, positions)
             self.compile_events += self._compiled_graphs() > graphs_before
             return summed
@@ -233,7 +245,7 @@ class FsdpBackend(StepBackend):
     # ------------------------------------------------------------------ facts
     def _compiled_graphs(self) -> int:
         """Graphs dynamo has compiled so far (FSDP's hooks split one model into several)."""
-        return execution.unique_graphs() if self.options.compile else 0
+        return execution.unique_graphs() if self.compile else 0
 
     def compile_stats(self) -> CompileStats:
         """Compilations counted as XLA counts programs: a forward pass that compiled
@@ -241,11 +253,11 @@ class FsdpBackend(StepBackend):
         the graph count is kept in the extra facts. Seconds: dynamo's own timers of
         every compilation (tracing, AOT autograd, the backend; the lazily compiled
         backward graphs too)."""
-        seconds = execution.compile_seconds() if self.options.compile else 0.0
+        seconds = execution.compile_seconds() if self.compile else 0.0
         return CompileStats(count=self.compile_events, seconds=seconds)
 
     def compile_cache(self) -> dict[str, Any] | None:
-        return execution.compile_cache(self.options)
+        return execution.compile_cache(self.options, self.compile)
 
     def host_sync_counter(self):
         from backends.torch_common.syncs import HostSyncCounter
@@ -257,8 +269,9 @@ class FsdpBackend(StepBackend):
             return {"mode": "sft_trainer: trl's SFTTrainer executes the steps (its own loss and optimizer)"}
         return {
             **execution.execution_facts(
-                self.loss, self.options, self.device, self.fused_optimizer, self.scenario.model.attention
+                self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
             ),
+            "choices": execution.choices(self.options, self.scenario),
             "fsdp": f"FSDP2 over {self.world} ranks, {self.plan.sharding}"
             if self.sharded
             else "not wrapped: one device, nothing to shard",
@@ -316,7 +329,7 @@ class FsdpBackend(StepBackend):
             "per_rank_step_time_s": self.per_rank_times,
             "per_rank_host": self._per_rank_hosts(),
             "mode": self.options.mode,
-            "compile": self.options.compile,
+            "compile": self.compile,
             "compiled_graphs": self._compiled_graphs(),
         }
 

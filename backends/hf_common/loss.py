@@ -6,9 +6,12 @@ vocabulary, its logits are the largest tensor of the step: [4, 512, 262144] in f
 once. So the loss owns the head and picks a kernel (`backend_options.<b>.loss_kernel`):
 
 - `plain`: the whole logits tensor, upcast to fp32, then cross-entropy (the reference).
-- `chunked`: the head and the cross-entropy over chunks of tokens, each chunk
-  recomputed in the backward (activation checkpointing), so at most one chunk's fp32
-  logits exist at a time. Same sum, in any order of chunks, to float rounding.
+- `chunked`: the head and the cross-entropy over chunks of tokens, so that at most
+  one chunk's fp32 temporaries exist at a time. The chunk size and whether each chunk is
+  recomputed in the backward (activation checkpointing) come from the memory model
+  (backends/loss_chunks.py: `plan_chunks`) and the device's memory: on an 80 GB GPU the
+  whole forward pass is one chunk with no recompute; recompute only where a chunk would
+  not fit. Same sum, in any order of chunks, to float rounding.
 - `liger`: Liger Kernel's fused linear cross-entropy (Triton, CUDA only), the field's
   standard on GPUs.
 - `auto`: liger on CUDA where it is installed, chunked elsewhere; the record says which.
@@ -23,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from backends.loss_chunks import chunk_tokens_for
+from backends.loss_chunks import LossChunking, chunk_tokens_for
 from harness.data.batches import IGNORE_INDEX
 
 
@@ -60,16 +63,29 @@ def causal_lm(model: torch.nn.Module) -> torch.nn.Module:
 
 
 class TokenLoss(torch.nn.Module):
-    """forward(ids, mask, labels) -> (sum of token losses, an empty tensor in the dtype
-    the head's matmul produced: the measured compute dtype, at no copy)."""
+    """forward(ids, mask, labels, positions) -> (sum of token losses, an empty tensor in
+    the dtype the head's matmul produced: the measured compute dtype, at no copy).
 
-    def __init__(self, model: torch.nn.Module, kernel: str) -> None:
+    `mask` None on unpacked rows: right-padded causal rows (backends/torch_common/
+    attention.py), so the decoder gets the causal-only masks. `chunking`: the chunked
+    kernel's plan (backends/loss_chunks.py) for a forward pass of up to `tokens` tokens
+    (None: the fixed 2^28-byte chunks, recomputed, as before the memory model). With
+    `tokens`, the number of chunks is fixed by the plan, not by the tokens of a pass, so
+    a compiled graph does not specialise on the row count."""
+
+    def __init__(self, model: torch.nn.Module, kernel: str, chunking: LossChunking | None = None, tokens: int = 0):
         super().__init__()
         self.model = model  # a submodule: its parameters are this module's (FSDP's root)
         lm = causal_lm(model)
         self.kernel = kernel
+        self.attention = lm.config._attn_implementation
         self.softcap = getattr(lm.config, "final_logit_softcapping", None)
-        self.chunk = chunk_tokens_for(lm.config.vocab_size)
+        self.chunking = chunking
+        self.chunk = chunking.chunk_tokens if chunking else chunk_tokens_for(lm.config.vocab_size)
+        self.recompute = chunking.recompute if chunking else True
+        # Chunks a pass is cut into: the planned tokens over the chunk (0: by each pass).
+        self.num_chunks = -(-tokens // self.chunk) if tokens else 0
+        self.recomputed_chunks = 0  # chunks run under checkpoint (counted in eager runs)
         if kernel == "liger":
             from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
 
@@ -83,6 +99,10 @@ class TokenLoss(torch.nn.Module):
             # Packed rows: no padding mask, so that transformers builds the per-example
             # (block-diagonal, causal, windowed) mask from the restarting positions.
             attention_mask = None
+        elif attention_mask is None and self.attention == "sdpa":
+            from backends.torch_common.attention import causal_only_masks
+
+            attention_mask = causal_only_masks(lm.config, input_ids.size(1))
         hidden = lm.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
         ).last_hidden_state
@@ -107,9 +127,15 @@ class TokenLoss(torch.nn.Module):
         return F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX, reduction="sum")
 
     def _chunked(self, flat: torch.Tensor, targets: torch.Tensor):
+        count = self.num_chunks or -(-flat.size(0) // self.chunk)
         total = flat.new_zeros((), dtype=torch.float32)
-        for start in range(0, flat.size(0), self.chunk):
-            stop = start + self.chunk
-            total = total + checkpoint(self._chunk_loss, flat[start:stop], targets[start:stop], use_reentrant=False)
+        # tensor_split: `count` near-equal chunks whatever the pass's tokens (never more
+        # than `chunk` each while a pass holds at most the planned tokens).
+        for hidden, wanted in zip(torch.tensor_split(flat, count), torch.tensor_split(targets, count)):
+            if self.recompute:
+                self.recomputed_chunks += 1
+                total = total + checkpoint(self._chunk_loss, hidden, wanted, use_reentrant=False)
+            else:
+                total = total + self._chunk_loss(hidden, wanted)
         # The head's output dtype without keeping any logits: one row through the head.
         return total, self._logits(flat[:1].detach())[:0]

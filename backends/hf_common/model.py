@@ -95,18 +95,21 @@ def hf_config(arch: dict[str, Any], attention: str):
     return config
 
 
-def build_model(scenario) -> torch.nn.Module:
-    """Random weights from the architecture (seeded), or a local pretrained model."""
+def build_model(scenario, attention: str | None = None) -> torch.nn.Module:
+    """Random weights from the architecture (seeded), or a local pretrained model, with
+    `attention` (the backend's resolution of `model.attention`; without one, `auto` is
+    eager, the implementation every backend runs)."""
     from transformers import AutoModelForCausalLM
 
     spec = scenario.model
+    attention = attention or ("eager" if spec.attention == "auto" else spec.attention)
     torch.manual_seed(scenario.train.seed)
     if spec.init == "pretrained":
         model = AutoModelForCausalLM.from_pretrained(
-            spec.path, local_files_only=True, attn_implementation=spec.attention, dtype=torch.float32
+            spec.path, local_files_only=True, attn_implementation=attention, dtype=torch.float32
         )
     else:
-        model = AutoModelForCausalLM.from_config(hf_config(spec.architecture(), spec.attention), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(hf_config(spec.architecture(), attention), dtype=torch.float32)
     model.config.use_cache = False  # training: the cache only costs memory (and breaks XLA)
     return model
 

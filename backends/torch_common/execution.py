@@ -11,13 +11,67 @@ from typing import Any
 
 import torch
 
-from backends.hf_common.loss import TokenLoss, resolve_kernel
+from backends.hf_common.loss import TokenLoss, causal_lm, resolve_kernel
 
 
-def loss_module(model: torch.nn.Module, options, device: torch.device, backend: str) -> TokenLoss:
-    """The model with its loss (harness field names in refusals)."""
+def loss_module(model: torch.nn.Module, options, device: torch.device, backend: str, plan=None, scenario=None):
+    """The model with its loss (harness field names in refusals); with the plan and
+    scenario, the chunked kernel's chunks from the memory model (`loss_chunking`)."""
     kernel = resolve_kernel(options.loss_kernel, device, f"backend_options.{backend}.loss_kernel")
-    return TokenLoss(model, kernel)
+    if plan is None or kernel != "chunked":
+        return TokenLoss(model, kernel)
+    tokens = plan.micro_batch * scenario.sequence.max_length
+    return TokenLoss(model, kernel, loss_chunking(model, plan, scenario, device, tokens), tokens)
+
+
+def loss_budget_bytes(model: torch.nn.Module, plan, scenario, memory: int) -> float:
+    """Device memory left to the head and loss: the plan's share of the device
+    (harness.plan.MEMORY_HEADROOM) less the resident weights, gradients and optimizer
+    state and one forward pass's activations, by the plan's own memory model."""
+    from backends.hf_common.model import architecture_of
+    from harness import plan as plans
+
+    arch = architecture_of(causal_lm(model).config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    lora = scenario.train.method == "lora"
+    seq, compute = scenario.sequence.max_length, plan.precision.compute
+    attention = causal_lm(model).config._attn_implementation
+    activations = plan.micro_batch * seq * plans.activation_bytes_per_token(arch, compute, attention, seq)
+    resident = plans.resident_bytes(arch, plan.precision, trainable if lora else None)
+    return plans.MEMORY_HEADROOM * memory - resident - activations
+
+
+def loss_chunking(model: torch.nn.Module, plan, scenario, device: torch.device, tokens: int):
+    """The chunked loss's chunks for a forward pass of `tokens`: the memory model over
+    the GPU's memory on CUDA; on the CPU (no device memory figure) the fixed chunks."""
+    from backends import loss_chunks
+    from harness.plan import DTYPE_BYTES
+
+    config = causal_lm(model).config
+    compute = DTYPE_BYTES.get(plan.precision.compute, 4)
+    softcap = bool(getattr(config, "final_logit_softcapping", None))
+    if device.type != "cuda":
+        return loss_chunks.legacy_chunks(tokens, config.vocab_size, compute, softcap)
+    memory = torch.cuda.get_device_properties(device).total_memory
+    budget = loss_budget_bytes(model, plan, scenario, memory)
+    return loss_chunks.plan_chunks(tokens, config.vocab_size, compute, max(budget, 0.0), softcap)
+
+
+def compile_on(options, device: torch.device) -> bool:
+    """`compile: auto` is on on CUDA, off on the CPU; true/false pin it."""
+    return options.compile if isinstance(options.compile, bool) else device.type == "cuda"
+
+
+def choices(options, scenario) -> dict[str, str]:
+    """Which of the run's execution choices the scenario pinned and which `auto` made
+    for the device (the record's `raw.execution.choices`)."""
+    fields = {
+        "compile": options.compile,
+        "attention": scenario.model.attention,
+        "loss_kernel": options.loss_kernel,
+        "sdpa_kernel": options.sdpa_kernel,
+    }
+    return {name: "auto" if value == "auto" else "pinned" for name, value in fields.items()}
 
 
 def compile_loss(loss: TokenLoss, options):
@@ -52,12 +106,16 @@ def to_device(array, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-def place(micro, device: torch.device) -> tuple:
+def place(micro, device: torch.device, attention: str = "eager") -> tuple:
     """A micro-batch's ids, attention mask, labels and (packed rows) position ids on the
-    device."""
+    device; the mask None where the rows need none (right-padded rows under SDPA:
+    backends/torch_common/attention.py)."""
+    from backends.torch_common.attention import needs_padding_mask
+
     positions = None if micro.position_ids is None else to_device(micro.position_ids, device)
-    arrays = (micro.input_ids, micro.attention_mask, micro.labels)
-    return (*(to_device(a, device) for a in arrays), positions)
+    keep = needs_padding_mask(attention, micro.attention_mask, micro.position_ids)
+    mask = to_device(micro.attention_mask, device) if keep else None
+    return to_device(micro.input_ids, device), mask, to_device(micro.labels, device), positions
 
 
 def graph_breaks() -> int:
@@ -91,11 +149,11 @@ def compile_seconds() -> float:
     return frames + sum(compilation_time_metrics.get("backward._backward_impl", []))
 
 
-def compile_cache(options) -> dict[str, Any] | None:
+def compile_cache(options, compiled: bool) -> dict[str, Any] | None:
     """Inductor's FX graph and AOT autograd caches persist compiled kernels on disk (on by
     default): a second run on the same machine compiles less, though dynamo still
     traces (and counts) every graph."""
-    if not options.compile:
+    if not compiled:
         return None
     if options.compile_backend != "inductor":
         return {"persistent": False, "what": f"torch.compile backend {options.compile_backend} (no on-disk cache)"}
@@ -107,17 +165,26 @@ def compile_cache(options) -> dict[str, Any] | None:
     return {"persistent": on, "what": "inductor FX graph / AOT autograd caches", "dir": cache_dir()}
 
 
-def execution_facts(loss: TokenLoss, options, device: torch.device, fused: bool, attention: str) -> dict[str, Any]:
-    """The record's account of how the work was executed (`raw.execution`)."""
+def execution_facts(
+    loss: TokenLoss, options, device: torch.device, fused: bool, compiled: bool, attention: dict[str, Any]
+) -> dict[str, Any]:
+    """The record's account of how the work was executed (`raw.execution`); `attention`:
+    the implementation, the mask and the SDPA kernels seen (backends/torch_common/
+    attention.py)."""
+    chunked = loss.kernel == "chunked"
     facts = {
         "loss_kernel": loss.kernel,
-        "loss_chunk_tokens": loss.chunk if loss.kernel == "chunked" else None,
-        "attention": attention,
+        "loss_chunk_tokens": loss.chunk if chunked else None,
+        # The head's forward run again in the backward (HFU counts it, harness.metrics).
+        "loss_recompute": loss.recompute if chunked else False,
+        "loss_memory": (loss.chunking.how if loss.chunking else None) if chunked else None,
+        "loss_memory_estimate_bytes": (loss.chunking.estimate_bytes if loss.chunking else None) if chunked else None,
+        **attention,
         "optimizer_impl": "fused" if fused else "foreach",
         "input_copies": "pinned, non-blocking" if device.type == "cuda" else "host memory (CPU)",
-        "compile": options.compile,
+        "compile": compiled,
     }
-    if options.compile:
+    if compiled:
         facts.update(
             compile_mode=options.compile_mode,
             compile_backend=options.compile_backend,

@@ -10,6 +10,7 @@ import torch
 
 from backends.hf_common import model as hf
 from backends.torch_common import execution
+from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name, module_versions
 
@@ -26,20 +27,26 @@ class TorchBackend(StepBackend):
         precision = self.plan.precision
         if precision.name == "fp16" and self.device.type != "cuda":
             raise ValueError("train.precision: fp16 needs a CUDA device on the torch backend; use fp32 or bf16")
-        model = hf.apply_lora(hf.build_model(self.scenario), self.scenario)
+        self.attention = resolve_attention(self.scenario.model.attention, self.device)
+        self.compile = execution.compile_on(self.options, self.device)
+        model = hf.apply_lora(hf.build_model(self.scenario, self.attention), self.scenario)
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = hf.cast_to_plan(model, precision).to(self.device)
         # Created after the cast and the move: the optimizer holds the final tensors.
         self.fused_optimizer = execution.use_fused_optimizer(self.device, self.scenario)
         self.optimizer = hf.build_optimizer(self.model, self.scenario, fused=self.fused_optimizer)
-        self.loss = execution.loss_module(self.model, self.options, self.device, "torch")
-        self.loss_of = execution.compile_loss(self.loss, self.options) if self.options.compile else self.loss
+        self.loss = execution.loss_module(self.model, self.options, self.device, "torch", self.plan, self.scenario)
+        self.loss_of = execution.compile_loss(self.loss, self.options) if self.compile else self.loss
         self.compile_events = 0  # micro-batches during which dynamo compiled a new graph
         self.steps = hf.PlannedSteps(self.optimizer, self.plan, self.work)
         # Autocast runs the matmuls in the compute dtype (the trained fp32 master
         # weights included), the way AMP training does.
         self.autocast_dtype = None if precision.compute == "fp32" else hf.DTYPES[precision.compute]
+        self.attention_facts = attention_facts(
+            self.loss, self.options, self.device, self._autocast, self.scenario, "torch"
+        )
+        self.loss.recomputed_chunks = 0  # the probe's are not the run's
         self.compute_dtype = None  # measured: the dtype the first forward's logits came out in
         self.scaler = torch.amp.GradScaler("cuda") if precision.name == "fp16" else None
         if self.device.type == "cuda":
@@ -63,13 +70,13 @@ class TorchBackend(StepBackend):
         return total
 
     def _place(self, i: int, micro):
-        return micro.attention_mask, *execution.place(micro, self.device)
+        return micro.attention_mask, *execution.place(micro, self.device, self.attention)
 
     def _loss_sum(self, i: int, ids, mask, labels, positions):
-        graphs = execution.unique_graphs() if self.options.compile else 0
-        with self._autocast():
+        graphs = execution.unique_graphs() if self.compile else 0
+        with self._autocast(), sdpa_context(self.options.sdpa_kernel):
             summed = self.loss_of(ids, mask, labels, positions)
-        if self.options.compile:
+        if self.compile:
             self.compile_events += execution.unique_graphs() > graphs
         return summed
 
@@ -99,12 +106,12 @@ class TorchBackend(StepBackend):
     def compile_stats(self) -> CompileStats:
         """A micro-batch that compiled anything counts one compilation (as XLA counts a
         new program); seconds from dynamo's own timers."""
-        if not self.options.compile:
+        if not self.compile:
             return CompileStats()
         return CompileStats(self.compile_events, execution.compile_seconds())
 
     def compile_cache(self) -> dict[str, Any] | None:
-        return execution.compile_cache(self.options)
+        return execution.compile_cache(self.options, self.compile)
 
     def host_sync_counter(self):
         from backends.torch_common.syncs import HostSyncCounter
@@ -112,9 +119,12 @@ class TorchBackend(StepBackend):
         return HostSyncCounter(self.device)
 
     def execution(self) -> dict[str, Any]:
-        return execution.execution_facts(
-            self.loss, self.options, self.device, self.fused_optimizer, self.scenario.model.attention
-        )
+        return {
+            **execution.execution_facts(
+                self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
+            ),
+            "choices": execution.choices(self.options, self.scenario),
+        }
 
     def sync(self) -> None:
         if self.device.type == "cuda":

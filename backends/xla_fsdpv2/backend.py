@@ -81,7 +81,7 @@ class XlaBackend(StepBackend):
         import torch_xla.distributed.spmd as xs
         import torch_xla.runtime as xr
 
-        if self.scenario.model.attention != "eager":
+        if self.scenario.model.attention not in ("eager", "auto"):  # auto is eager here
             raise ValueError("model.attention: xla-fsdpv2 needs eager attention (sdpa reads masks on the host)")
         xr.use_spmd()  # before the model exists: SPMD decides how it is placed
         self.device = torch_xla.device()

@@ -35,7 +35,18 @@ def run(args) -> int:
         print(json.dumps(rows, indent=1))
     else:
         Console().print(table)
+        print(reasons_in_full(backends, results), end="")
     return 0
+
+
+def reasons_in_full(backends: dict, results: list) -> str:
+    """Why each unavailable backend cannot run, one unwrapped line each, below the table:
+    the table folds its cells to the terminal's width (80 columns in a pipe), which cuts
+    an install command in the middle; here it can be copied whole."""
+    lines = [
+        f"  {name}: {result.probe.reason}" for name, result in zip(backends, results) if not result.probe.available
+    ]
+    return "why not, in full:\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def _table(backends: dict, results: list):
@@ -45,7 +56,7 @@ def _table(backends: dict, results: list):
 
     table = Table(title="bench backends")
     for column in ("backend", "available", "devices", "python", "reason / summary"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a path folds onto the next line, never cut to "…"
     rows = []
     for (name, info), result in zip(backends.items(), results):
         p = result.probe

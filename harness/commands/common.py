@@ -18,7 +18,7 @@ FORCE_HELP = (
     "parallel.hosts > 1, always rerun: each host sees only its own records)"
 )
 TIMEOUT_HELP = "per-run time limit in seconds (overrides run_timeout_s)"
-PRICES_HELP = "a prices file laid over the shipped catalog"
+PRICES_HELP = "a prices file, or a named price set of harness/prices.yaml (w3: the prices W3 assumed), laid over the shipped catalog"
 
 
 def key_value(text: str, what: str) -> tuple[str, str]:
@@ -48,21 +48,34 @@ def stderr_console():
     return Console(stderr=True)
 
 
-def plans_json(resolved) -> list[dict]:
-    """Each run's execution plan as JSON: variant, repeat, plan (None without a train task)."""
+def plans_json(resolved, backend: str | None = None) -> list[dict]:
+    """Each run's execution plan as JSON: variant, repeat, plan (None without a train
+    task), and the choices above it (`choices`: harness.run_lines, field -> text)."""
+    from harness.run_lines import run_lines
+
     return [
-        {"variant": run.variant, "repeat": run.repeat, "plan": plan.model_dump(mode="json") if plan else None}
+        {
+            "variant": run.variant,
+            "repeat": run.repeat,
+            "plan": plan.model_dump(mode="json") if plan else None,
+            "choices": dict(run_lines(run, backend)),
+        }
         for run, plan in resolved
     ]
 
 
-def print_plans(resolved, as_json: bool) -> int:
-    """`bench run --dry-run` / `bench plan`: each run's execution plan, nothing run."""
+def print_plans(resolved, as_json: bool, backend: str | None = None) -> int:
+    """`bench run --dry-run` / `bench plan`: each run's choices (backend, profile, tasks,
+    padding, attention, options: harness.run_lines) and execution plan, nothing run."""
+    from harness.run_lines import run_lines
+
     if as_json:
-        print(json.dumps(plans_json(resolved), indent=1))
+        print(json.dumps(plans_json(resolved, backend), indent=1))
         return 0
     for run, plan in resolved:
         print(f"{run.scenario.name} [{run.variant}] repeat {run.repeat}:")
+        for name, value in run_lines(run, backend):
+            print(f"  {name:<24}{value}")
         if plan is None:
             print("  (no train task: nothing to plan)")
             continue
@@ -72,8 +85,10 @@ def print_plans(resolved, as_json: bool) -> int:
 
 
 def require_paths(paths) -> None:
+    from harness.locations import exists, is_url
+
     for path in paths:
-        if not Path(path).exists():
+        if not (exists(str(path)) if is_url(path) else Path(path).exists()):
             raise SpecError(str(path), "", "no such results file or directory")
 
 

@@ -17,7 +17,8 @@ def add_parser(sub) -> None:
         action="append",
         default=[],
         metavar="ACCELERATOR[:COUNT][xNODES][=BACKEND]",
-        help="a target, e.g. tpu-v5p-8, H100:2, H100:8x2 (two nodes); repeatable",
+        help="a target, e.g. tpu-v5p-8 (or v5p-8, tpu-v5p:4), H100:2 (or h100-sxm:2), H100:8x2 (two nodes); "
+        "bench's names become SkyPilot's; repeatable",
     )
     launch.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed to bench run")
     launch.add_argument("--out-dir", default="launch", help="where the SkyPilot task files are written")

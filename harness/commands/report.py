@@ -63,6 +63,7 @@ def run(args) -> int:
 
     console = stderr_console()
     path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
+    _check_output_folder(path)
     projections = _projections_or_fail(args.results, load_projections)
     records = load_or_fail(args.results, console) if not projections else _load_records_quietly(args.results, console)
     records, projections = _filtered(args, records, projections)
@@ -72,9 +73,28 @@ def run(args) -> int:
     report = build(records, args.baseline, tuple(args.compare), projections=projections)
     for warning in report.warnings:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
-    write(report, path, fmt)
+    try:
+        write(report, path, fmt)
+    except OSError as exc:  # the folder changed since the check (removed, filled, made read-only)
+        raise SpecError(f"-o {path}", "", f"cannot write the report: {exc.strerror or exc}") from None
     console.print(f"wrote {fmt} report of {len(records)} records to {path}")
     return 0
+
+
+def _check_output_folder(path) -> None:
+    """The report's folder can be created and written (`-o FILE/r.html` under a file is
+    one line naming -o, not a traceback after every record was read)."""
+    from harness.runner import check_results_dir
+
+    try:
+        check_results_dir(path.parent, flag="-o")
+    except SpecError as exc:
+        message = exc.message.replace(
+            "give a directory (it is created if missing)", "the report's folder is created if missing"
+        )
+        if message.startswith("is a file"):
+            message = f"{path.parent} {message}"
+        raise SpecError(f"-o {path}", "", message) from None
 
 
 def _filtered(args, records: list, projections: list) -> tuple[list, list]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from harness.commands.common import FORCE_HELP, PRICES_HELP, TIMEOUT_HELP, interpreters, plural, print_plans
 from harness.errors import SpecError
@@ -64,7 +63,7 @@ def run(args) -> int:
     for variant, why in result.refused:  # the other cells ran (or would run)
         print(f"bench: refused [{variant}]: {why}", file=sys.stderr)
     if args.dry_run:
-        return print_plans(result.plans, args.json)
+        return print_plans(result.plans, args.json, result.backend)
     if result.records:
         console.print(summary(result.records, console))
     _print_skipped(result.skipped_records, console)
@@ -77,13 +76,14 @@ def run(args) -> int:
 
 def _request(args):
     from harness.loader import parse_override
+    from harness.locations import location
     from harness.runner import RunRequest
 
     return RunRequest(
         scenario_path=args.scenario,
         backend=args.backend,
         overrides={**dict(parse_override(s) for s in args.set), **_trace_override(args.trace)},
-        results_dir=Path(args.results_dir),
+        results_dir=location(args.results_dir),
         profile=args.profile,
         interpreters=interpreters(args.python),
         force=args.force,
@@ -112,7 +112,7 @@ def _print_skipped(skipped: list[dict], console) -> None:
 
     if not skipped:
         return
-    records = [load_record(Path(s["path"])) for s in skipped]
+    records = [load_record(s["path"]) for s in skipped]
     console.print(
         f"{plural(len(records), 'run')} skipped: already recorded (--force reruns them); "
         "the figures below are their existing records':"

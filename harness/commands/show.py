@@ -17,12 +17,13 @@ def run(args) -> int:
     from rich.console import Console
 
     from harness.display import show_projection, show_record
+    from harness.locations import location
 
     console = Console()
     shown = []  # every target is read before anything is printed: a bad one is refused whole
     projected = []  # projections: shown after the records, labelled projected
     for target in args.records:
-        _read_target(Path(target), shown, projected)
+        _read_target(location(target), shown, projected)
     for record in shown:
         show_record(record, console)
     for projection in projected:
@@ -30,15 +31,16 @@ def run(args) -> int:
     return 0
 
 
-def _read_target(path: Path, shown: list, projected: list) -> None:
-    """One file or directory's records into `shown`, its projections into `projected`."""
+def _read_target(path: Path | str, shown: list, projected: list) -> None:
+    """One file or directory's (or URL's) records into `shown`, its projections into `projected`."""
+    from harness.commands.common import require_paths
     from harness.projection import SUFFIX, load_projection
+    from harness.store import is_results_dir
 
-    if not path.exists():
-        raise SpecError(str(path), "", "no such results file or directory")
-    if path.name.endswith(SUFFIX):
+    require_paths([path])
+    if str(path).endswith(SUFFIX):
         projected.append(_refusing(path, load_projection))
-    elif path.is_dir():
+    elif is_results_dir(path):
         _read_directory(path, shown, projected)
     else:
         from harness.store import load_record
@@ -46,7 +48,7 @@ def _read_target(path: Path, shown: list, projected: list) -> None:
         shown.append(_refusing(path, load_record))
 
 
-def _read_directory(path: Path, shown: list, projected: list) -> None:
+def _read_directory(path: Path | str, shown: list, projected: list) -> None:
     from harness.projection import load_projections
     from harness.store import load_records
 
@@ -60,7 +62,7 @@ def _read_directory(path: Path, shown: list, projected: list) -> None:
     shown.extend(loaded.records)
 
 
-def _refusing(path: Path, load):
+def _refusing(path: Path | str, load):
     """`load(path)`, an unreadable file refused in one line naming it."""
     try:
         return load(path)

@@ -1,11 +1,12 @@
 """`bench suite FILE`: every entry resolved and planned first, then run in order, then
-one report. With --dry-run: the plans, and which optional entries would be skipped."""
+one report. With --dry-run: the plans, and which optional entries would be skipped; an
+entry whose backend is not installed here is previewed (planned on this host's CPU) and
+said to be not installed, so a TPU VM's suite can be read on a laptop."""
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from harness.commands.common import FORCE_HELP, PRICES_HELP, TIMEOUT_HELP, interpreters, plans_json, print_plans
 
@@ -27,11 +28,12 @@ def run(args) -> int:
     from rich.console import Console
 
     from harness.display import RunProgress, summary
+    from harness.locations import location
     from harness.suite import run_suite
 
     console = Console(stderr=args.json)
     options = {
-        "results_dir": Path(args.results_dir) if args.results_dir else None,
+        "results_dir": location(args.results_dir) if args.results_dir else None,
         "interpreters": interpreters(args.python),
         "force": args.force,
         "timeout_s": args.timeout,
@@ -57,7 +59,8 @@ def _outcome_json(o) -> dict:
         "scenario": o.scenario_path,
         "backend": o.entry.backend,
         "skipped": o.skipped_reason,
-        "runs": plans_json(o.result.plans if o.result else []),
+        "not_installed": o.not_installed,
+        "runs": plans_json(o.result.plans if o.result else [], o.entry.backend),
         "records": [r.path for r in (o.result.records if o.result else [])],
     }
 
@@ -67,8 +70,19 @@ def _print_outcomes(outcomes: list, console, *, plans: bool) -> None:
     from rich.markup import escape
 
     for o in outcomes:
-        console.print(f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})")
+        console.print(
+            f"[bold]{o.index}: {escape(o.label)}[/bold] ({escape(o.scenario_path)} on {o.entry.backend})",
+            soft_wrap=True,
+        )
         if o.skipped_reason:
-            console.print(f"  [yellow]skipped: {escape(o.skipped_reason)}[/yellow]")
-        elif plans:
-            print_plans(o.result.plans, False)
+            console.print(f"  [yellow]skipped: {escape(o.skipped_reason)}[/yellow]", soft_wrap=True)
+        if o.not_installed:
+            console.print(f"  [yellow]{escape(o.not_installed)}[/yellow]", soft_wrap=True)
+        if (o.skipped_reason or o.not_installed) and plans and o.result:
+            console.print(
+                "  a preview: not installed here, so planned on one device of this host's CPU "
+                "(where the backend is installed, its probe names the devices)",
+                soft_wrap=True,
+            )
+        if plans and o.result:
+            print_plans(o.result.plans, False, o.entry.backend)

@@ -1,4 +1,5 @@
-"""`bench validate FILE...`: scenario files checked without running them."""
+"""`bench validate FILE...`: scenario files (and suite files, as suites) checked without
+running them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def run(args) -> int:
     bad = 0
     for path in args.scenarios:
         try:
+            if is_suite(path):
+                _validate_suite(path)
+                continue
             runs = validate_runs(path)
         except BenchError as exc:
             print_error(exc)
@@ -32,3 +36,19 @@ def run(args) -> int:
         kinds = ", ".join(f"{n} {task}" for task, n in tasks.items())
         print(f"{path}: ok ({plural(len(runs), 'run')}, {plural(records, 'record')}: {kinds})")
     return 2 if bad else 0
+
+
+def is_suite(path: str) -> bool:
+    """A suite file (`bench suite`) lists `runs:`; a scenario has no such key."""
+    from harness.yaml_io import read_document
+
+    return "runs" in read_document(path)
+
+
+def _validate_suite(path: str) -> None:
+    from harness.suite import validate_suite
+
+    suite, runs = validate_suite(path)
+    print(
+        f"{path}: ok (suite {suite.name}: {len(suite.runs)} {'entry' if len(suite.runs) == 1 else 'entries'}, {plural(runs, 'run')})"
+    )

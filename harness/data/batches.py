@@ -235,6 +235,8 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
             for chunk in (picked[c : c + rows_per_chunk] for c in range(0, len(picked), rows_per_chunk))
         )
         steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))
+    if scenario.sequence.padding == "packed":
+        steps = fixed_packed_rows(steps, handle.pad_id)
     description = {
         "num_examples": len(encoded),
         "num_truncated": truncated,
@@ -242,7 +244,36 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
         "rows_per_forward": rows_per_chunk,
         "grad_accum": len(steps[0].micro_batches),
     }
+    if scenario.sequence.padding == "packed":
+        description["packed_rows_per_forward"] = int(steps[0].micro_batches[0].input_ids.shape[0])
     return Batches(steps, handle, description)
+
+
+def fixed_packed_rows(steps: list[StepBatch], pad_id: int) -> list[StepBatch]:
+    """Every packed forward pass padded to one row count for the whole run: the most
+    rows any of the run's forward passes packs into (its examples are known before the
+    first step). One shape for every pass, so a compiled step never recompiles on the
+    number of packed rows; the added rows are all padding (no real token, no label: the
+    real tokens and the loss are unchanged, only the padded tokens grow)."""
+    rows = max(m.input_ids.shape[0] for step in steps for m in step.micro_batches)
+    return [
+        StepBatch(s.index, tuple(pad_rows(m, rows, pad_id) for m in s.micro_batches), s.num_loss_tokens) for s in steps
+    ]
+
+
+def pad_rows(micro: MicroBatch, rows: int, pad_id: int) -> MicroBatch:
+    """A packed micro-batch with all-padding rows appended up to `rows`: each a segment
+    of padding of its own (positions 0.., as a packed row's tail of padding is)."""
+    extra, length = rows - micro.input_ids.shape[0], micro.seq_len
+    if extra <= 0:
+        return micro
+    positions = np.broadcast_to(np.arange(length, dtype=np.int64), (extra, length))
+    return MicroBatch(
+        np.concatenate([micro.input_ids, np.full((extra, length), pad_id, dtype=np.int64)]),
+        np.concatenate([micro.attention_mask, np.zeros((extra, length), dtype=np.int64)]),
+        np.concatenate([micro.labels, np.full((extra, length), IGNORE_INDEX, dtype=np.int64)]),
+        np.concatenate([micro.position_ids, positions]),
+    )
 
 
 def _sample_order(num_examples: int, needed: int, seed: int) -> list[int]:

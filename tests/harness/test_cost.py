@@ -346,11 +346,16 @@ def test_serving_cost_by_hand():
     assert serving_cost({"output_throughput_tok_s": 5.0, "duration_s": 9.0}, 1, None) is None
 
 
-def test_fine_tune_cost_is_tokens_at_the_steady_rate_plus_setup_and_warmup():
+def test_fine_tune_cost_is_tokens_at_the_window_else_steady_rate_plus_setup_and_warmup():
     from types import SimpleNamespace
 
     cost = SimpleNamespace(usd_per_1m_tokens_real=2.0, usd_setup=0.5, usd_warmup=0.25)
     assert fine_tune_cost(cost, 3.0) == pytest.approx(2.0 * 3.0 + 0.5 + 0.25)
+    # The window's rate, where measured, is the one a fine-tune pays (the headline).
+    windowed = SimpleNamespace(
+        usd_per_1m_tokens_real_window=1.5, usd_per_1m_tokens_real=2.0, usd_setup=0.5, usd_warmup=0
+    )
+    assert fine_tune_cost(windowed, 3.0) == pytest.approx(1.5 * 3.0 + 0.5)
     assert fine_tune_cost(None, 3.0) is None
     assert fine_tune_cost(SimpleNamespace(usd_per_1m_tokens_real=None, usd_setup=0.5, usd_warmup=0.0), 3.0) is None
     assert fine_tune_cost(SimpleNamespace(usd_per_1m_tokens_real=2.0, usd_setup=None, usd_warmup=0.0), 3.0) is None
@@ -405,7 +410,7 @@ def test_a_prices_value_at_the_limit_is_accepted(tmp_path):
 
 
 def test_a_missing_prices_file_is_refused(tmp_path):
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError, match="no such prices file, nor a named price set"):
         load_catalog(tmp_path / "absent.yaml")
 
 
@@ -506,7 +511,7 @@ def test_an_unreadable_prices_file_is_refused_naming_it(tmp_path):
     assert (err.value.source, err.value.field, err.value.message) == (
         str(tmp_path / "absent.yaml"),
         "",
-        "cannot read: No such file or directory",
+        "no such prices file, nor a named price set (w3)",
     )
 
 

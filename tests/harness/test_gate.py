@@ -36,6 +36,8 @@ def test_absolute_limits_are_direction_aware():
         }
     )
     checks = run_gate(records, None, budgets, "b.yaml")
+    assert verdicts(checks[:1]) == [("step_time_s", "failed")]  # backend: other matches no record
+    checks = checks[1:]
     assert verdicts(checks) == [
         ("step_time_s", "regression"),
         ("tokens_per_s_real", "pass"),
@@ -326,6 +328,7 @@ def test_an_absolute_budget_narrowed_to_a_scenario_backend_or_accelerator():
     )
     checks = run_gate(records, None, budgets, "b")
     assert [c.group for c in checks] == [
+        "budget accelerator: h100-sxm",  # matches no record: fails, naming what exists
         "a [default] torch@cpu",
         "b [default] gpu-fsdp@cpu",
         "b [default] gpu-fsdp@cpu",
@@ -337,7 +340,8 @@ def test_an_absent_figure_is_no_data_with_its_limit():
 
     record = make_record([0.5] * 3)  # on a CPU: no MFU
     (check,) = run_gate([record], None, BudgetsFile.model_validate({"budgets": [{"metric": "mfu", "min": 0.3}]}), "b")
-    assert check == Check("tiny [default] torch@cpu", "mfu", "absolute", None, 0.3, "no-data", "metric absent")
+    no_peak = "metric absent: cpu has no peak FLOP/s in the catalog, so no MFU"
+    assert check == Check("tiny [default] torch@cpu", "mfu", "absolute", None, 0.3, "no-data", no_peak)
     budgets = BudgetsFile.model_validate({"relative": {"mfu": "-5%"}})
     (check,) = run_gate([record], [make_record([0.5] * 3)], budgets, "b")
     absent = "metric absent in current or baseline"
@@ -420,7 +424,7 @@ def test_markdown_lists_every_check_with_failures_in_capitals():
         "",
         "**FAIL**: 3 checks, 2 failed",
     ]
-    assert markdown(checks[2:]).endswith("**PASS**: 1 checks, 0 failed\n")
+    assert markdown(checks[2:]).endswith("**PASS**: 1 check, 0 failed\n")
     assert markdown(checks[1:], allow_no_data=True).splitlines()[2].endswith("| no-data | metric absent |")
 
 
@@ -544,6 +548,10 @@ def test_every_budget_and_every_group_is_checked():
     checks = run_gate([failed_record(name="c"), *records], [make_record([0.5] * 3, name="b")], budgets, "b")
     assert [(c.group.split()[0], c.metric, c.kind, c.verdict) for c in checks] == [
         ("c", "run", "run", "failed"),
+        # a budget or limit that applies to no record fails, after the failed runs
+        ("budget", "step_time_s", "absolute", "failed"),
+        ("budget", "ttft_s", "absolute", "failed"),
+        ("relative", "ttft_s", "relative", "failed"),
         ("a", "step_time_s", "absolute", "pass"),
         ("b", "step_time_s", "absolute", "pass"),
         ("a", "step_time_s", "relative", "no-data"),
@@ -551,7 +559,7 @@ def test_every_budget_and_every_group_is_checked():
         ("b", "step_time_s", "relative", "pass"),
         ("b", "tokens_per_s_real", "relative", "pass"),
     ]
-    assert checks[3].group == "a [default] torch@cpu" and checks[5].group == "b [default] torch@cpu"
+    assert checks[6].group == "a [default] torch@cpu" and checks[8].group == "b [default] torch@cpu"
 
 
 def test_a_failed_groups_reasons_are_each_cut_at_120_characters_and_joined():
@@ -595,3 +603,82 @@ def test_a_budgets_file_is_read_or_refused_naming_file_and_field(tmp_path):
     with pytest.raises(SpecError) as err:
         load_budgets(path)
     assert (err.value.source, err.value.field) == (str(path), "alpha")
+
+
+# --------------------------------------------------------------------------- issue 38: a gate that fails on its own mistakes
+def _store(directory, records):
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, record in enumerate(records):
+        (directory / f"r{i}.json").write_text(json.dumps(record))
+    return directory
+
+
+def _gate(capsys, *argv):
+    from harness.cli import main
+
+    code = main(["gate", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_typod_scenario_filter_fails_the_gate_naming_it_and_the_scenarios_that_exist(tmp_path, capsys):
+    """The issue's file: `gemma-270m` for `gemma270m` used to drop the failing budget and PASS."""
+    results = _store(
+        tmp_path / "results", [make_record([8.8] * 4, name="gemma270m"), make_record([1.0] * 4, name="qwen")]
+    )
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        "budgets:\n  - {metric: step_time_s, max: 5, scenario: gemma-270m}\n  - {metric: num_recompiles, max: 0}\n"
+    )
+    code, out, err = _gate(capsys, results, "--budgets", typo, "--format", "md")
+    assert code == 1
+    assert (
+        "budget step\\_time\\_s (scenario: gemma-270m) matches no record: the records have scenarios: gemma270m, qwen;"
+        in out
+    )
+    assert "backends: torch; accelerators: cpu" in out and "**FAIL**: 3 checks, 1 failed" in out
+    assert "FAILED budget scenario: gemma-270m:" in err
+    # corrected, the budget applies and fails on its figure (8.8 s > 5)
+    typo.write_text("budgets:\n  - {metric: step_time_s, max: 5, scenario: gemma270m}\n")
+    code, out, _ = _gate(capsys, results, "--budgets", typo, "--format", "md")
+    assert code == 1 and "| 8.8 | 5 | REGRESSION |" in out
+
+
+def test_a_relative_limit_on_a_serve_metric_over_train_records_fails_naming_the_tasks(tmp_path, capsys):
+    results = _store(tmp_path / "results", [make_record([0.5] * 4)])
+    base = _store(tmp_path / "base", [make_record([0.5] * 4)])
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("relative:\n  ttft_s: +5%\n  step_time_s: +5%\n")
+    code, out, _ = _gate(capsys, results, "--baseline", base, "--budgets", budgets, "--format", "md")
+    assert code == 1
+    assert "relative limit on ttft\\_s, a serve figure, matches no record: they are train runs only" in out
+    # a budget on a serve figure whose filter matches only train records says that too
+    budgets.write_text("budgets:\n  - {metric: ttft_s, max: 1, scenario: tiny}\n")
+    code, out, _ = _gate(capsys, results, "--budgets", budgets, "--format", "md")
+    assert (
+        code == 1
+        and "ttft\\_s is a serve figure and the records that match (scenario: tiny) are train runs only" in out
+    )
+
+
+def test_every_terminal_row_shows_measured_value_limit_and_verdict(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    results = _store(tmp_path / "results", [make_record([0.5] * 4)])
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("budgets:\n  - {metric: step_time_s, max: 2}\n  - {metric: num_recompiles, max: 0}\n")
+    code, out, _ = _gate(capsys, results, "--budgets", budgets)
+    assert code == 0
+    header = next(line for line in out.splitlines() if "verdict" in line)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")][:6] == [
+        "run",
+        "metric",
+        "check",
+        "measured",
+        "limit",
+        "verdict",
+    ]
+    rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines() if "torch@cpu" in line]
+    assert [row[1:6] for row in rows] == [
+        ["step_time_s", "absolute", "0.5", "2", "pass"],
+        ["num_recompiles", "absolute", "0", "0", "pass"],
+    ]

@@ -121,6 +121,31 @@ def test_dry_run_writes_one_task_per_target_that_skypilot_loads_as_intended(tmp_
     assert "--set parallel.hosts=2" in pod["run"] and "BENCH_HOST_RANK" not in pod["run"]
 
 
+def test_benchs_accelerator_spellings_become_skypilots_names_and_set_up_their_stacks(tmp_path):
+    """`bench cost`'s spellings (v5p-8, h100-sxm:2, tpu-v5p:4) and v5e's (SkyPilot:
+    v5litepod) as SkyPilot reads them; a TPU slice however spelt gets the TPU stacks."""
+    targets = ["v5p-8", "h100-sxm:2", "tpu-v5e-8", "tpu-v6e:8=jax-tunix"]
+    done = bench("launch", W3, *[a for t in targets for a in ("--on", t)], "--out-dir", str(tmp_path), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    tasks = parsed_by_skypilot(sorted(tmp_path.glob("*.yaml")))
+    assert {name: task["accelerators"] for name, task in tasks.items()} == {
+        "w3_gemma_lora_tunix-tpu-v5p-8.yaml": {"tpu-v5p-8": 1},
+        "w3_gemma_lora_tunix-h100-2.yaml": {"H100": 2},
+        "w3_gemma_lora_tunix-tpu-v5litepod-8.yaml": {"tpu-v5litepod-8": 1},
+        "w3_gemma_lora_tunix-tpu-v6e-8-jax-tunix.yaml": {"tpu-v6e-8": 1},
+    }
+    for name, task in tasks.items():
+        tpu = name.startswith("w3_gemma_lora_tunix-tpu-")
+        assert ("~/bench-xla/bin/pip install -q 'torch-xla[tpu]'" in task["setup"]) is tpu, task["setup"]
+        assert ("~/bench-jax/bin/pip install -q 'jax[tpu]' -e '.[jax]'" in task["setup"]) is tpu
+        assert ("~/bench-venv/bin/pip install -q -e '.[torch]'" in task["setup"]) is not tpu
+    # one target however spelt; a bench key SkyPilot has no name for is refused, not swapped
+    twice = bench("launch", W3, "--on", "v5p-8", "--on", "tpu-v5p-8", "--out-dir", str(tmp_path / "b"), "--dry-run")
+    assert twice.returncode == 2 and "targets named twice: tpu-v5p-8" in twice.stderr
+    pcie = bench("launch", W3, "--on", "h100-pcie:2", "--out-dir", str(tmp_path / "c"), "--dry-run")
+    assert pcie.returncode == 2 and pcie.stderr.startswith("bench: --on h100-pcie:2: SkyPilot has no separate name")
+
+
 def test_spot_with_a_bucket_mounts_it_and_uses_managed_jobs(tmp_path):
     done = bench(
         "launch",

@@ -15,14 +15,15 @@ def test_offline_collects_each_backends_pins_without_any_third_party_import():
         "from harness import offline\n"
         "print(sorted(m for m in ('pydantic', 'yaml', 'torch', 'jax') if m in sys.modules))\n"
         "print(offline.GROUPS)\n"
-        "print([w for w in offline.WHEELS if w[0] in ('torchax', 'google-tunix', 'pydantic')])\n"
+        "print([w for w in offline.WHEELS if w[0] in ('torchax', 'google-tunix', 'pydantic', 'liger-kernel')])\n"
     )
     out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     imported, groups, picked = out.stdout.splitlines()
     assert imported == "[]"
-    assert groups == "('core', 'jax-tunix', 'torchax')"
+    assert groups == "('core', 'jax-tunix', 'torch', 'torchax')"
     assert "('torchax', '0.0.13', 'torchax', 'the torchax backend')" in picked
     assert "('google-tunix', '0.1.7', 'jax-tunix'," in picked and "('pydantic', '2.14.4', 'core'," in picked
+    assert "('liger-kernel', '0.8.5', 'torch'," in picked
 
 
 def test_each_pins_file_sits_beside_a_backend_package():

@@ -132,7 +132,9 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     """The report of the migrated records is the schema-1 readers' report, byte for byte
     (tests/fixtures/records_v1/report.md and .csv, made by main at 47637bb; report.md
     remade once, when the headline moved to the unsynced window: its two columns lead
-    the table and the conventions say so); the CSV has six more columns, the figures
+    the table and the conventions say so; and once for #39: "At a glance" tables, the
+    main table's key columns with the rest in a second table, each n/a with its cause;
+    every figure the same); the CSV has six more columns, the figures
     added since: three serve figures derived from the records' raw requests
     (harness.migrations), the cached prompt tokens, which no schema-1 server reported
     (empty), and the window's $/1M real tokens; the golden's columns are unchanged."""

@@ -98,7 +98,7 @@ def test_markdown_holds_the_same_numbers_as_the_html_tables(results, tmp_path):
     parser.feed(html)
     html_rows = [row[1:] for row in parser.rows if row]
     md_rows = [
-        [c.strip() for c in line.strip("|").split("|")][1:]
+        [c.strip().replace("\\[", "[").replace("\\]", "]") for c in line.strip("|").split("|")][1:]  # md escapes
         for line in md.splitlines()
         if line.startswith("| ")
         and not line.startswith("| run ")

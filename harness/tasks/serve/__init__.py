@@ -8,8 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, Field
-from rich.table import Table
-from rich.text import Text
 
 from harness import cost as cost_model
 from harness.gate_metrics import GateMetric
@@ -184,62 +182,10 @@ class ServeTask(Task):
             ),
         }
 
-    def show(self, record: RunRecord) -> Table:
+    def show(self, record: RunRecord):
+        from harness.tasks.serve.show import serving_table
+
         return serving_table(record)
-
-
-def serving_table(record: RunRecord) -> Table:
-    m, c, server = record.metrics, record.cost, record.server or {}
-    table = Table(show_header=True)
-    for column in ("metric", "mean", "median", "p90", "p99"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
-        stats = getattr(m, name)
-        table.add_row(
-            f"{name[:-2].upper()} (s)",
-            *(fmt(getattr(stats, k) if stats else None, ".4g") for k in ("mean", "median", "p90", "p99")),
-        )
-    table.add_row("requests ok / sent", f"{m.num_completed} / {m.num_requests}", "", "", "")
-    table.add_row(
-        "output tok/s, total tok/s", fmt(m.output_throughput_tok_s, ".4g"), fmt(m.total_throughput_tok_s, ".4g"), "", ""
-    )
-    table.add_row(
-        "requests/s, goodput req/s", fmt(m.request_throughput_req_s, ".4g"), fmt(m.goodput_req_s, ".4g"), "", ""
-    )
-    table.add_row(
-        "server",
-        Text(f"{server.get('engine') or server.get('owned_by') or ''} {server.get('model') or ''}"),
-        "",
-        "",
-        "",
-    )
-    chosen = server.get("chosen")
-    if chosen:
-        table.add_row("engine", Text(f"{chosen['ran']}: {chosen['reason']}"), "", "", "")
-    if m.client_queue_s is not None:
-        q = m.client_queue_s
-        table.add_row(
-            "client queue (s)", fmt(q.mean, ".3g"), fmt(q.median, ".3g"), fmt(q.p90, ".3g"), fmt(q.p99, ".3g")
-        )
-    if m.achieved_rate_req_s is not None:
-        table.add_row("request rate sent (req/s)", fmt(m.achieved_rate_req_s, ".4g"), "", "", "")
-    for name, values in (m.percentiles or {}).items():
-        shown = ", ".join(f"{p} {fmt(v, '.4g')}" for p, v in values.items())
-        table.add_row(f"{name[:-2].upper()} (s) percentiles", Text(shown), "", "", "")
-    notes = [m.client_saturated] if m.client_saturated else []
-    notes += [f"too few samples for {t}" for t in m.thin_percentiles] + list(m.warnings)
-    for note in notes:
-        table.add_row("note", Text(note), "", "", "")
-    if m.cached_prompt_tokens is not None:
-        table.add_row(
-            "cached prompt tokens, fraction", str(m.cached_prompt_tokens), fmt(m.cached_prompt_fraction, ".3f"), "", ""
-        )
-    if c:
-        p = c.price
-        label = f" ({c.label})" if c.label else ""
-        table.add_row("$/1M output tokens", Text(fmt(c.usd_per_1m_output_tokens, ".4g") + label), "", "", "")
-        table.add_row("price", Text(f"${p.usd_per_chip_hour}/chip-h x {c.chips} ({p.source}, {p.date})"), "", "", "")
-    return table
 
 
 TASK = ServeTask(

@@ -215,71 +215,9 @@ class TrainTask(Task):
         }
 
     def show(self, record: RunRecord) -> Table:
+        from harness.tasks.train.show import metrics_table
+
         return metrics_table(record)
-
-
-def _cache_words(cache: dict[str, Any] | None) -> str:
-    if cache is None:
-        return "n/a (eager)"
-    return (
-        f"ON: {cache['what']} ({cache.get('dir')}): cached compiles are not counted"
-        if cache["persistent"]
-        else f"off ({cache['what']})"
-    )
-
-
-def _why_no_mfu(record: RunRecord) -> str:
-    m = record.metrics
-    return m.mfu_invalid or record.absent.get("metrics.mfu") or "no peak for this device"
-
-
-def metrics_table(record: RunRecord) -> Table:
-    m, c = record.metrics, record.cost
-    table = Table(show_header=True)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    step = m.step_time_s
-    steady = (
-        [
-            ("step time median / p90 (s), steady", f"{step.median:.4g} / {step.p90:.4g}"),
-            ("step time mean ± stdev (s), steady", f"{step.mean:.4g} ± {step.stdev:.2g} (n={step.n})"),
-        ]
-        if step
-        else [("step time (s), steady", f"n/a ({m.steady_state})")]
-    )
-    rows = [
-        *steady,
-        ("recompiling measured steps, their time (s)", f"{m.recompile_steps}, {fmt(m.recompile_steps_time_s, '.4g')}"),
-        ("warm-up steps time (s)", fmt(m.warmup_time_s, ".4g")),
-        ("compile time (s)", fmt(m.compile_time_s, ".4g")),
-        ("persistent compilation cache", record.absent.get("metrics.compile_cache") or _cache_words(m.compile_cache)),
-        ("compiles / recompiles after warm-up", f"{m.num_compiles} / {m.num_recompiles}"),
-        ("tokens/s real / padded, steady", f"{fmt(m.tokens_per_s_real, '.4g')} / {fmt(m.tokens_per_s_padded, '.4g')}"),
-        ("tokens/s real, effective (recompiles too)", fmt(m.tokens_per_s_real_effective, ".4g")),
-        ("tokens/s real per chip", fmt(m.tokens_per_s_real_per_chip, ".4g")),
-        ("padding efficiency (real/padded)", fmt(m.padding_efficiency, ".1%")),
-        ("window tokens/s real (1 sync)", fmt(m.window_tokens_per_s_real, ".4g")),
-        ("model TFLOP/s", fmt(m.model_tflops_per_s, ".4g")),
-        ("model FLOPs per real token (see mfu_convention)", fmt(m.model_flops_per_token, ".4g")),
-        ("MFU", fmt(m.mfu, ".2%") if m.mfu is not None else f"n/a ({_why_no_mfu(record)})"),
-        ("HFU (with recomputation)", fmt(m.hfu, ".2%") if m.hfu is not None else "n/a"),
-        ("peak memory (GiB)", f"{fmt(m.peak_memory_gib, '.3g')} ({m.peak_memory_kind})"),
-        ("loss first / last", f"{fmt(m.loss_first, '.4f')} / {fmt(m.loss_last, '.4f')}"),
-        ("run time (s), of which setup", f"{fmt(m.run_time_s, '.4g')}, {fmt(m.setup_time_s, '.3g')}"),
-    ]
-    if c:
-        p = c.price
-        rows += [
-            ("$/run (whole run) / steady state", f"{fmt(c.usd_run, '.5f')} / {fmt(c.usd_steady_state, '.5f')}"),
-            (
-                "$/1M real tokens, steady / effective",
-                f"{fmt(c.usd_per_1m_tokens_real, '.4g')} / {fmt(c.usd_per_1m_tokens_real_effective, '.4g')}",
-            ),
-            ("price", f"${p.usd_per_chip_hour}/chip-h x {c.chips} ({p.pricing}; {p.source}, {p.date})"),
-        ]
-    for name, value in rows:
-        table.add_row(name, value)
-    return table
 
 
 def _check_vocab(tokenizer_vocab: int, model_vocab: int) -> None:
@@ -301,9 +239,12 @@ def plan_failure(plan, facts: dict[str, Any]) -> dict[str, Any] | None:
     return {"kind": "plan_mismatch", "reason": f"the backend did not execute the plan: {shown}", "differences": found}
 
 
-def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel":
+def flops_model(
+    scenario, model_facts: dict[str, Any], execution: dict[str, Any] | None = None
+) -> "metric_fns.FlopsModel":
     """The FLOPs convention's inputs: the architecture the backend reports having built
-    (the scenario's when it reports none) and the LoRA weights it really trains."""
+    (the scenario's when it reports none), the LoRA weights it really trains, and
+    whether its loss recomputed the LM head (`execution.loss_recompute`)."""
     train = scenario.train
     lora = train.method == "lora"
     arch = model_facts.get("architecture") or scenario.model.architecture()
@@ -312,6 +253,7 @@ def flops_model(scenario, model_facts: dict[str, Any]) -> "metric_fns.FlopsModel
         lora=lora,
         adapter_params=model_facts["num_trainable_params"] if lora else 0,
         checkpointing=train.gradient_checkpointing,
+        head_recompute=bool((execution or {}).get("loss_recompute", False)),
     )
 
 
@@ -325,7 +267,9 @@ def _fill_metrics(record: dict[str, Any], run, catalog: dict[str, Any]) -> dict[
             "reason": f"loss became {value} at step {step}: the run computed something wrong "
             "(learning rate, precision, masking); its speed is not reported",
         }
-    record["metrics"] = metric_fns.training_metrics(raw, accelerator, flops_model(run.scenario, raw["model"]))
+    record["metrics"] = metric_fns.training_metrics(
+        raw, accelerator, flops_model(run.scenario, raw["model"], raw.get("execution"))
+    )
     price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
     record["cost"] = cost_model.training_cost(record["metrics"], accelerator.get("count", 1), price)
     return None

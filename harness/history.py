@@ -1,0 +1,288 @@
+"""Performance over time: one series per configuration, its change points, and the band
+a new run is held to (`bench history`, `bench gate --history`).
+
+A series is one configuration's figure over its runs, in the order they finished: the
+same scenario and matrix cell, backend and backend options, accelerator and chip count
+(`series_key`). Two methods, both stated where their results are printed:
+
+- Change points (METHOD): PELT (`ruptures.Pelt`, least-squares cost, segments of at
+  least MIN_SEGMENT runs) on the figure divided by its median, penalty
+  PENALTY_FACTOR x sigma^2 x ln(n), sigma the noise estimated robustly from successive
+  differences (1.4826 x median |x[i+1] - x[i]| / sqrt 2, so a step does not inflate
+  it); each proposed change is kept only when the runs of the segment before and the
+  segment after differ by a two-sided Mann-Whitney U at p < ALPHA (as `bench gate`
+  tests a change against noise). Listed as "step_time_s +14% at commit abc1234 (p=...)".
+- The band (BAND_RULE): the last N runs' mean +- the largest of a 99% prediction
+  bound's half-width (Student t, one-sided: where one new run of the same code falls
+  99 times in 100, t(0.99, n-1) x s x sqrt(1 + 1/n)), FLOOR (1.5%) of the mean, and the
+  observed spread (the farthest of those runs from their mean). torchprime's gate uses
+  the mean's 99.9% confidence interval in the first place; that interval narrows with
+  n while one run's noise does not (with 10 runs of 3% noise it is +-1.5 sigma and fails
+  6.7% of unchanged runs: docs/measurements.md, issue 38), so the band here bounds a run,
+  not the mean. A new run fails when its figure is beyond the band in the metric's worse
+  direction.
+
+Plain Python, numpy, scipy and ruptures: no ML framework.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from harness.gate import AbsoluteBudget, Check, figure
+from harness.gate_metrics import GateMetric, known
+from harness.result import RunRecord
+
+# The figures `bench history` and `bench gate --history` follow when none is named.
+DEFAULT_METRICS = {"train": ("step_time_s",), "serve": ("ttft_s", "output_throughput_tok_s")}
+MIN_SEGMENT = 3  # runs on each side of a change point
+PENALTY_FACTOR = 5.0  # 0.4-1.6% false change points per flat 30-run series (docs/measurements.md, issue 38)
+ALPHA = 0.01
+METHOD = (
+    "change points: PELT (ruptures, least-squares cost, segments of >= 3 runs) on the figure over its median, "
+    "penalty 5 sigma^2 ln(n) with sigma from successive differences (1.4826 x median |diff| / sqrt 2); "
+    "each kept only when the segments before and after differ by a two-sided Mann-Whitney U at p < 0.01"
+)
+WINDOW = 10  # runs in the band, by default
+MIN_HISTORY = 5  # fewer runs of history: no band ("no-data")
+CONFIDENCE = 0.99
+FLOOR = 0.015
+BAND_RULE = (
+    "band: the last N runs' mean +- max(99% one-sided prediction bound t(0.99, N-1) s sqrt(1 + 1/N), 1.5% of "
+    "the mean, the farthest run from the mean); a run beyond it in the worse direction fails"
+)
+
+
+# --------------------------------------------------------------------------- series
+def series_key(record: RunRecord) -> tuple[str, str, str, str, str, str, int]:
+    """What makes runs one configuration: the task, scenario and cell, backend and its
+    options, accelerator and chips."""
+    s, b, a = record.scenario, record.backend, record.accelerator
+    options = json.dumps(b.options, sort_keys=True, separators=(",", ":"))
+    return record.task, s.name, s.variant, b.name, options, a.catalog_key, a.count
+
+
+def series_label(key: tuple) -> str:
+    task, name, variant, backend, options, accelerator, chips = key
+    opts = "" if options == "{}" else f" {options}"
+    tagged = "" if task == "train" else f" ({task})"
+    return f"{name} [{variant}]{tagged} {backend}{opts} @ {accelerator} x{chips}"
+
+
+@dataclass(frozen=True)
+class Point:
+    run_id: str
+    commit: str
+    date: str  # the run's finished_at (ISO 8601, UTC)
+    value: float
+
+
+@dataclass
+class Series:
+    key: tuple
+    metric: str
+    gauge: GateMetric
+    points: list[Point]
+    budgets: list[tuple[str, float]] = field(default_factory=list)  # ("max" | "min", value)
+
+    @property
+    def label(self) -> str:
+        return series_label(self.key)
+
+    @property
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+
+def metrics_for(task: str, wanted: list[str] | None) -> list[str]:
+    """The gate metrics a task's series follow: those named that the task has, else its defaults."""
+    gauges = known()
+    if wanted:
+        return [m for m in wanted if gauges[m].task == task]
+    return list(DEFAULT_METRICS.get(task, ()))
+
+
+def check_metric_names(wanted: list[str] | None, source: str = "--metric") -> None:
+    from harness.errors import SpecError
+
+    for name in wanted or ():
+        if name not in known():
+            raise SpecError(source, name, f"unknown metric (known: {', '.join(known())})")
+
+
+def by_series(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
+    """Successful runs by configuration, each list in the order the runs finished."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for record in sorted((r for r in records if r.ok), key=lambda r: r.provenance.finished_at):
+        groups.setdefault(series_key(record), []).append(record)
+    return groups
+
+
+def build_series(
+    records: list[RunRecord], metrics: list[str] | None = None, budgets: list[AbsoluteBudget] = ()
+) -> list[Series]:
+    """One series per configuration and metric; the budgets that apply to it (the
+    scenarios' own and `budgets`) kept to be drawn."""
+    out = []
+    for key, runs in by_series(records).items():
+        for metric in metrics_for(runs[0].task, metrics):
+            gauge = known()[metric]
+            points = [
+                Point(r.run_id, r.provenance.commit or "unknown", r.provenance.finished_at, v)
+                for r in runs
+                if (v := gauge.value(r)) is not None
+            ]
+            if points:
+                out.append(Series(key, metric, gauge, points, _budget_lines(key, metric, runs, budgets)))
+    return out
+
+
+def _budget_lines(key: tuple, metric: str, runs: list[RunRecord], budgets) -> list[tuple[str, float]]:
+    _, name, _, backend, _, accelerator, _ = key
+    declared = [AbsoluteBudget(**b) for r in runs for b in r.scenario.resolved.get("budgets", [])]
+    lines = set()
+    for b in [*declared, *budgets]:
+        if b.metric != metric or any(
+            want is not None and want != have
+            for want, have in ((b.scenario, name), (b.backend, backend), (b.accelerator, accelerator))
+        ):
+            continue
+        lines.update((side, v) for side, v in (("max", b.max), ("min", b.min)) if v is not None)
+    return sorted(lines)
+
+
+# --------------------------------------------------------------------------- change points
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # the first run after the change
+    commit: str
+    date: str
+    before: float  # median of the segment before
+    after: float  # median of the segment after
+    p_value: float
+
+    @property
+    def change(self) -> float:
+        return (self.after - self.before) / self.before
+
+    def line(self, metric: str) -> str:
+        return f"{metric} {self.change:+.0%} at commit {self.commit[:7]} (p={self.p_value:.2g})"
+
+
+def noise_sigma(values) -> float:
+    """The noise's standard deviation, from successive differences: a step adds one large
+    difference, which the median ignores."""
+    import numpy as np
+
+    diffs = np.abs(np.diff(np.asarray(values, dtype=float)))
+    return float(1.4826 * np.median(diffs) / math.sqrt(2)) if len(diffs) else 0.0
+
+
+def change_indices(values: list[float], alpha: float = ALPHA, min_size: int = MIN_SEGMENT) -> list[tuple[int, float]]:
+    """(index of the first run after a change, Mann-Whitney p) for each change kept (METHOD)."""
+    import numpy as np
+    import ruptures
+    from scipy.stats import mannwhitneyu
+
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 2 * min_size or np.median(x) == 0:
+        return []
+    y = x / np.median(x)
+    sigma = noise_sigma(y)
+    if sigma == 0:
+        sigma = 1e-9  # identical runs: any move is a change
+    penalty = PENALTY_FACTOR * sigma**2 * math.log(n)
+    ends = ruptures.Pelt(model="l2", min_size=min_size, jump=1).fit(y.reshape(-1, 1)).predict(pen=penalty)
+    bounds = [0, *ends]
+    kept = []
+    for i in range(1, len(bounds) - 1):
+        before, after = x[bounds[i - 1] : bounds[i]], x[bounds[i] : bounds[i + 1]]
+        p = float(mannwhitneyu(before, after, alternative="two-sided").pvalue)
+        if p < alpha:
+            kept.append((bounds[i], p))
+    return kept
+
+
+def change_points(series: Series, alpha: float = ALPHA) -> list[ChangePoint]:
+    import statistics
+
+    values, found = series.values, []
+    indices = change_indices(values, alpha)
+    bounds = [0, *(i for i, _ in indices), len(values)]
+    for k, (index, p) in enumerate(indices, 1):
+        at = series.points[index]
+        before = statistics.median(values[bounds[k - 1] : index])
+        after = statistics.median(values[index : bounds[k + 1]])
+        found.append(ChangePoint(index, at.commit, at.date, before, after, p))
+    return found
+
+
+# --------------------------------------------------------------------------- the band
+@dataclass(frozen=True)
+class Band:
+    mean: float
+    prediction: float  # the 99% one-sided prediction bound's half-width
+    floor: float  # FLOOR of the mean
+    spread: float  # the farthest run from the mean
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        return max(self.prediction, self.floor, self.spread)
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half_width
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half_width
+
+
+def band(values: list[float], confidence: float = CONFIDENCE, floor: float = FLOOR) -> Band:
+    """BAND_RULE over `values` (at least two)."""
+    import statistics
+
+    from scipy.stats import t
+
+    n, mean = len(values), statistics.fmean(values)
+    stdev = statistics.stdev(values)
+    prediction = float(t.ppf(confidence, n - 1)) * stdev * math.sqrt(1 + 1 / n)
+    return Band(mean, prediction, floor * abs(mean), max(abs(v - mean) for v in values), n)
+
+
+def history_checks(
+    current: list[RunRecord], history: list[RunRecord], window: int = WINDOW, metrics: list[str] | None = None
+) -> list[Check]:
+    """Each current configuration's figure (the median over its runs, as the gate's) against
+    the band of the last `window` runs of the same configuration in `history` (the current
+    runs themselves left out); fewer than MIN_HISTORY such runs: no-data."""
+    from harness.gate import _fmt
+
+    current_ids = {r.run_id for r in current}
+    past = by_series([r for r in history if r.run_id not in current_ids])
+    checks = []
+    for key, runs in by_series(current).items():
+        for metric in metrics_for(runs[0].task, metrics):
+            gauge = known()[metric]
+            value = figure(gauge, runs)
+            values = [v for v in (gauge.value(r) for r in past.get(key, [])) if v is not None][-window:]
+            group = series_label(key)
+            if value is None or len(values) < MIN_HISTORY:
+                why = "metric absent" if value is None else f"{len(values)} runs of history (needs {MIN_HISTORY})"
+                checks.append(Check(group, metric, "history", value, None, "no-data", why))
+                continue
+            b = band(values)
+            worse = value > b.high if gauge.direction == "lower" else value < b.low
+            limit = b.high if gauge.direction == "lower" else b.low
+            u = gauge.unit
+            detail = (
+                f"{metric} {_fmt(value, u)} vs the last {b.n} runs' band {_fmt(b.low, u)} to {_fmt(b.high, u)} "
+                f"(mean {_fmt(b.mean, u)} +- max(99% prediction {b.prediction:.3g}, 1.5% {b.floor:.3g}, "
+                f"spread {b.spread:.3g}))"
+            )
+            checks.append(Check(group, metric, "history", value, limit, "regression" if worse else "pass", detail))
+    return checks
