@@ -39,7 +39,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
 def is_counter(key: str) -> bool:
     """Counters and histogram/summary parts only grow: their delta is the load's share."""
     name = key.split("{", 1)[0]
-    return name.endswith(("_total", "_sum", "_count", "_bucket", "_created")) and not name.endswith("_created")
+    return name.endswith(("_total", "_sum", "_count", "_bucket"))
 
 
 def deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
