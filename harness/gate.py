@@ -340,6 +340,19 @@ def run_gate(records, baseline_records, budgets: BudgetsFile, source: str) -> li
     if baseline_records is not None:
         base_groups = group_records([r for r in as_records(baseline_records) if r.ok])
         checks += relative_checks(groups, base_groups, budgets.relative, budgets.alpha)
+    return _with_local_caveat(checks, groups)
+
+
+def _with_local_caveat(checks: list[Check], groups) -> list[Check]:
+    """A local-engine $ is a reference engine's, not a production server's: said in the
+    detail of every check on one (harness.serving.engines.caveat)."""
+    from harness.serving.engines import caveat
+
+    priced = {name for name, metric in known().items() if name.startswith("usd_") and metric.task == "serve"}
+    labels = {label(key): caveat(records) for key, records in groups.items()}
+    for c in checks:
+        if c.metric in priced and labels.get(c.group):
+            c.detail = f"{c.detail} ({labels[c.group]})"
     return checks
 
 

@@ -380,30 +380,93 @@ def slo_at_percentile(requests: list[dict[str, Any]], slo: dict[str, Any]) -> di
     return {"percentile": p, "values": values, "failed": failed, "met": met}
 
 
-def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None]) -> dict[str, Any]:
-    """Serving metrics of a record from its raw per-request timestamps."""
+# A request that waited longer than this inside bench's client (for a connection, for
+# the event loop) before being written: the client, not the server, limited the load.
+CLIENT_LAG_S = 0.05
+
+
+def supports_percentile(n: int, p: float) -> bool:
+    """Whether n samples can estimate the p-th percentile: at least one sample lies
+    beyond it (n (1 - p/100) >= 1: p90 needs 10, p99 100); below that, the figure is
+    essentially the sample's maximum."""
+    return n * (1 - p / 100) >= 1 - 1e-9
+
+
+def _sent(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The measured requests that were sent (not those a deadline stopped first)."""
+    return [r for r in measured if not (r["error"] or "").startswith("not sent")]
+
+
+def client_figures(measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The client's side of a load: each request's wait inside bench's client before it
+    was written (`queue_s`), summarised, and a sentence where any waited past
+    CLIENT_LAG_S (the client was the bottleneck); the achieved (sent) request rate."""
+    waits = [r["queue_s"] for r in measured if r.get("queue_s") is not None]
+    late = [w for w in waits if w > CLIENT_LAG_S]
+    saturated = (
+        f"{len(late)} of {len(waits)} requests waited over {CLIENT_LAG_S * 1e3:g} ms inside bench's client before "
+        f"being written (worst {max(late):.3g} s): the client limited this load, not the server"
+        if late
+        else None
+    )
+    return {
+        "client_queue_s": summary(waits) if waits else None,
+        "client_saturated": saturated,
+        "achieved_rate_req_s": achieved_rate(_sent(measured)),
+    }
+
+
+LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2el_s")
+
+
+def percentile_figures(samples: dict[str, list[float]], extra: Sequence[float]) -> dict[str, Any]:
+    """The asked percentiles (serve.percentiles) of each latency, and every percentile
+    shown (p90, p99 and those) that its sample is too small to support, named."""
+    out = {
+        name: {f"p{p:g}": percentile(values, p) if values else None for p in extra} for name, values in samples.items()
+    }
+    thin = [
+        f"{name} p{p:g} ({len(values)} samples; needs {math.ceil(100 / (100 - p) - 1e-9)})"
+        for name, values in samples.items()
+        if values
+        for p in (90, 99, *extra)
+        if not supports_percentile(len(values), p)
+    ]
+    return {"percentiles": out if extra else None, "thin_percentiles": thin}
+
+
+def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None], extra_percentiles=()) -> dict[str, Any]:
+    """Serving metrics of a record from its raw per-request timestamps. Duration as
+    vLLM's: from the first measured send to the last measured request's end, failed
+    ones included (a failing tail is time the load took)."""
     slo_stated = slo
     slo = {k: slo.get(k) for k in SLO_TARGETS}  # goodput's per-request targets
     measured = [r for r in raw["requests"] if not r["warmup"]]
     done = [r for r in measured if r["error"] is None]
     lat = [request_latencies(r) for r in done]
     itl = [b - a for r in done for a, b in zip(r["chunk_s"], r["chunk_s"][1:])]  # pooled gaps
-    start = min((r["sent_s"] for r in measured), default=0.0)
-    end = max((r["end_s"] for r in done if r["end_s"] is not None), default=start)
+    sent = _sent(measured)
+    start = min((r["sent_s"] for r in sent), default=0.0)
+    end = max((r["end_s"] for r in sent if r.get("end_s") is not None), default=start)
     duration = end - start
+    samples = {
+        "ttft_s": [x["ttft_s"] for x in lat if x["ttft_s"] is not None],
+        "tpot_s": [x["tpot_s"] for x in lat if x["tpot_s"] is not None],
+        "itl_s": itl,
+        "e2el_s": [x["e2el_s"] for x in lat if x["e2el_s"] is not None],
+    }
     output = sum(r["output_tokens"] or 0 for r in done)
     prompt = sum(r["prompt_tokens"] or 0 for r in done)
-    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: None)
+    per_s = (lambda x: x / duration) if duration > 0 and done else (lambda x: None)  # no rate of nothing
     return {
         "num_requests": len(measured),
         "num_completed": len(done),
         "num_errors": len(measured) - len(done),
         "errors": sorted({r["error"].split(":")[0] for r in measured if r["error"]}),
         "duration_s": duration,
-        "ttft_s": _latency_summary([x["ttft_s"] for x in lat if x["ttft_s"] is not None]),
-        "tpot_s": _latency_summary([x["tpot_s"] for x in lat if x["tpot_s"] is not None]),
-        "itl_s": _latency_summary(itl),
-        "e2el_s": _latency_summary([x["e2el_s"] for x in lat if x["e2el_s"] is not None]),
+        **{name: _latency_summary(values) for name, values in samples.items()},
+        **percentile_figures(samples, tuple(extra_percentiles)),
+        **client_figures(measured),
         "output_tokens": output,
         "prompt_tokens": prompt,
         "output_throughput_tok_s": per_s(output),

@@ -272,4 +272,7 @@ def ttft_words(a_rows: list, b_rows: list, a_name: str, b_name: str) -> str | No
     ]
     if None in ttft:
         return None
-    return f"TTFT {ttft[0] * 1e3:.0f} vs {ttft[1] * 1e3:.0f} ms"
+    from harness.serving.engines import caveat, with_caveat
+
+    local = caveat([r for rows in (a_rows, b_rows) for r in rows[0].records])
+    return with_caveat(f"TTFT {ttft[0] * 1e3:.0f} vs {ttft[1] * 1e3:.0f} ms", local)

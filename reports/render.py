@@ -203,7 +203,8 @@ def _md_slo_rates(slo_rates: list[dict]) -> list[str]:
                 s["scenario"],
                 s["accelerator"],
                 s["slo"],
-                num(s["max_rate_req_s"]),
+                num(s["max_rate_req_s"])
+                + (f" (sent at {num(s['achieved_rate_req_s'])})" if s.get("achieved_rate_req_s") else ""),
                 num(s["goodput_req_s"]),
                 num(s["usd_per_1m_output_tokens"]),
                 s["price"],

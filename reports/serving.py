@@ -25,7 +25,17 @@ class Curve:
     accelerator: str
     slo: dict[str, Any]
     points: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)  # (req/s, requests)
-    x_kind: str = "offered"  # offered rate, or achieved (a concurrency sweep has no offered rate)
+    x_kind: str = "achieved"  # the rate achieved (sent); offered where a point sent too few to say
+
+
+def _achieved_or(requests: list[dict[str, Any]], nominal: float | None) -> tuple[float | None, str]:
+    """A point's x: the request rate its measured requests were sent at (two or more
+    sends), else its nominal rate."""
+    from harness.metrics import achieved_rate
+
+    sent = [r for r in requests if not r["warmup"] and not (r["error"] or "").startswith("not sent")]
+    rate = achieved_rate(sent)
+    return (rate, "achieved") if rate is not None else (nominal, "offered")
 
 
 def _measured_ok(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -41,16 +51,18 @@ def curves(records: list[RunRecord]) -> list[Curve]:
         search = (r.raw or {}).get("slo_search")
         if search:
             curve = Curve(f"{name} · {acc} · SLO search", acc, slo)
-            curve.points = [(p["rate"], _measured_ok(p["requests"])) for p in search["points"]]
+            for p in search["points"]:
+                x, kind = _achieved_or(p["requests"], p["rate"])
+                curve.x_kind = kind if kind == "offered" else curve.x_kind
+                curve.points.append((x, _measured_ok(p["requests"])))
             out[r.run_id] = curve
         elif r.sweep and r.sweep.get("id"):
             sweep = r.sweep
             curve = out.setdefault(sweep["id"], Curve(f"{name} · {acc} · sweep {sweep['id'][:6]}", acc, slo))
-            if sweep["axis"] == "request_rate":
-                x = sweep["value"]
-            else:
-                curve.x_kind, x = "achieved", r.metrics.request_throughput_req_s
-            curve.points.append((x, _measured_ok(r.raw["requests"])))
+            x, kind = _achieved_or(r.raw["requests"], sweep["value"] if sweep["axis"] == "request_rate" else None)
+            curve.x_kind = kind if kind == "offered" else curve.x_kind
+            if x is not None:
+                curve.points.append((x, _measured_ok(r.raw["requests"])))
     for curve in out.values():
         curve.points.sort(key=lambda p: p[0])
     return list(out.values())
@@ -78,6 +90,7 @@ def slo_rates(records: list[RunRecord]) -> list[dict[str, Any]]:
                 "accelerator": factors.accelerator_label(r.accelerator),
                 "slo": f"p{search['percentile']:g} {targets}",
                 "max_rate_req_s": search["max_rate_req_s"],
+                "achieved_rate_req_s": _achieved_at(search),
                 "goodput_req_s": r.metrics.goodput_req_s,
                 "output_tok_s": r.metrics.output_throughput_tok_s,
                 "usd_per_1m_output_tokens": cost.usd_per_1m_output_tokens if cost is not None else None,
@@ -89,6 +102,12 @@ def slo_rates(records: list[RunRecord]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _achieved_at(search: dict[str, Any]) -> float | None:
+    """The rate actually sent at the search's answer (its point's achieved rate)."""
+    found = search["max_rate_req_s"]
+    return next((p.get("achieved_rate_req_s") for p in search["points"] if p["rate_req_s"] == found), None)
 
 
 def per_user_per_chip(records: list[RunRecord]) -> list[tuple[str, float, float]]:
@@ -141,8 +160,8 @@ def latency_vs_rate(curves_: list[Curve], metric: str, palette: dict[str, str], 
             line=dict(color="black", width=1, dash="longdash"),
             annotation_text=label(f"SLO {metric} <= {target:g} s" + (f" at p{at:g}" if at else "")),
         )
-    achieved = any(c.x_kind == "achieved" for c in curves_)
-    x_title = "request rate (req/s; offered" + (", achieved for concurrency sweeps)" if achieved else ")")
+    offered = any(c.x_kind == "offered" for c in curves_)
+    x_title = "request rate achieved (req/s sent" + ("; offered where a point sent too few to say)" if offered else ")")
     fig.update_layout(
         **_layout(f"serving: {metric.removesuffix('_s').upper()} percentiles vs request rate", x_title, f"{metric} (s)")
     )

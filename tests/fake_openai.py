@@ -11,7 +11,9 @@ x (requests in flight when it arrived, itself not counted), the other tokens spr
 evenly up to S. A request's duration does not depend on the load, so with arrivals 1/r
 apart a request finds ceil(r S) - 1 others in flight: the SLO TTFT <= a + b K holds up
 to the rate (K + 1) / S, which a test can know exactly. GET /stats reports the most
-requests held at once (peak_in_flight), the server's own view of a load's concurrency.
+requests held at once (peak_in_flight) and the most client connections open at once
+(peak_connections), the server's own view of a load's concurrency; in process,
+server.stats["arrivals"] maps each completion prompt to when its request was read.
 
 A prefix cache, one word a token: usage.prompt_tokens_details.cached_tokens is the
 longest run of leading words a request shares with any earlier request's prompt.
@@ -52,15 +54,27 @@ def make_handler(
         details = {"cached_tokens": cached}
         return {"prompt_tokens": len(words), "completion_tokens": tokens, "prompt_tokens_details": details}
 
-    in_flight = [0]
+    in_flight, connections = [0], [0]
     stats = stats if stats is not None else {}
     stats["peak_in_flight"] = 0  # the most requests held at once (--hold), for tests
+    stats["peak_connections"] = 0  # the most client connections open at once
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args):  # quiet
             pass
+
+        def handle(self):
+            """One client connection (its keep-alive requests included): counted while open."""
+            with lock:
+                connections[0] += 1
+                stats["peak_connections"] = max(stats["peak_connections"], connections[0])
+            try:
+                super().handle()
+            finally:
+                with lock:
+                    connections[0] -= 1
 
         def _json(self, code: int, payload: dict) -> None:
             body = json.dumps(payload).encode()
@@ -88,7 +102,14 @@ def make_handler(
             self.wfile.flush()
 
         def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path != "/v1/completions" and self.path != "/v1/chat/completions":
+                self._json(404, {"error": "not found"})  # no /reset_prefix_cache: not vLLM's dev mode
+                return
+            body = json.loads(body)
+            prompt_text = body.get("prompt") or ""
+            with lock:  # when each prompt's request was read: tests compare the client's send stamp
+                stats.setdefault("arrivals", {})[prompt_text] = time.perf_counter()
             with lock:
                 number = next(counter)
             if fail_every and number % fail_every == 0:

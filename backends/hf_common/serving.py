@@ -10,7 +10,9 @@ from harness.serving import launch
 
 
 def export_model(scenario, directory: Path) -> Path:
-    """The scenario's model (random or pretrained) and tokenizer saved for a server."""
+    """The scenario's model (random or pretrained) and tokenizer saved for a server,
+    with the KV cache on in its config and generation config: build_model's config is
+    the training one (use_cache=False), which a server (transformers serve) inherits."""
     from transformers import PreTrainedTokenizerFast
 
     from backends.hf_common.model import build_model
@@ -18,7 +20,10 @@ def export_model(scenario, directory: Path) -> Path:
 
     tok = scenario.data.tokenizer
     handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
-    build_model(scenario).save_pretrained(directory)
+    model = build_model(scenario)
+    model.config.use_cache = True
+    model.generation_config.use_cache = True
+    model.save_pretrained(directory)
     PreTrainedTokenizerFast(
         tokenizer_object=handle.tokenizer, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>"
     ).save_pretrained(directory)
@@ -47,24 +52,27 @@ VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def auto_vllm(scenario, choice: dict[str, Any]):
-    """The scenario with `engine: auto`'s vLLM as its launch section: the precision as
-    --dtype (unstated: bf16 on an accelerator, fp32 on a CPU); on a CPU, eager, a
-    4096-token context and vLLM's CPU settings (a 1 GiB KV cache); on a GPU, vLLM's
-    defaults (compiled, CUDA graphs, the model's own context). Prefix caching on, with
-    cached tokens reported in usage."""
+    """The scenario with `engine: auto`'s vLLM as its launch section, for the platform
+    the choice was made for (harness.serving.engines.choose): the precision as --dtype
+    (unstated: bf16 on an accelerator, fp32 on a CPU) and the context the choice
+    checked the load against. On a CPU, eager and vLLM's CPU settings (a 1 GiB KV
+    cache); on a GPU or TPU (vLLM-TPU), vLLM's defaults (compiled). Prefix caching on,
+    with cached tokens reported in usage, and the cache reset endpoint offered
+    (VLLM_SERVER_DEV_MODE) for serve.reset_prefix_cache."""
     from harness.serving import vllm
     from harness.tasks.serve.spec import LaunchSpec
 
     serve = scenario.serve
-    on_cpu = local_device()["kind"] == "cpu"
+    on_cpu = choice.get("platform", "cpu") == "cpu"
     precision = serve.precision or ("fp32" if on_cpu else "bf16")
     command = vllm.server_command(
         choice["vllm_python"] or "",
         dtype=VLLM_DTYPES[precision],
-        max_model_len=4096 if on_cpu else None,
+        max_model_len=choice.get("max_model_len", 4096 if on_cpu else None),
         eager=on_cpu,
         launcher=[choice["vllm_executable"], "serve"] if choice["vllm_executable"] else None,
     )
-    launch = LaunchSpec(command=tuple(command), model="{model_dir}", env=dict(vllm.CPU_ENV) if on_cpu else {})
+    env = {**(vllm.CPU_ENV if on_cpu else {}), "VLLM_SERVER_DEV_MODE": "1"}
+    launch = LaunchSpec(command=tuple(command), model="{model_dir}", env=env)
     update = {"engine": "launch", "launch": launch, "local": None, "precision": None}
     return scenario.model_copy(update={"serve": serve.model_copy(update=update)})

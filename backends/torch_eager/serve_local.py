@@ -63,6 +63,13 @@ class Request:
     output_tokens: int
 
 
+def compiled_graphs() -> int:
+    """Graphs torch.compile (dynamo) has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def serving_dtype(precision: str | None, device: torch.device) -> torch.dtype:
     """The serve section's precision; unstated: bf16 on an accelerator, fp32 on a CPU."""
     return DTYPES[precision or ("fp32" if device.type == "cpu" else "bf16")]
@@ -89,9 +96,20 @@ def serve_locally(scenario, events, origin: float) -> dict[str, Any]:
     prompts = build_prompts(scenario, warm + spec.num_requests)
     requests = [as_request(i, i < warm, p, handle) for i, p in enumerate(prompts)]
     engine = LocalEngine(model, handle, spec, options, origin, device)
-    for request in requests[:warm]:  # one at a time, like the HTTP client's warm-up
-        request.record.sent_s = engine.now()
-        engine.decode([request])
+    # The warm-up at the load's concurrency (the HTTP client's too): batches of up to the
+    # requests the load keeps in flight, so the measured part meets no new batch size
+    # the warm-up could have shown it.
+    if options.compile:  # one cache length for the whole run, warm-up included
+        engine.fixed = (max(len(r.ids) for r in requests), max(r.output_tokens for r in requests))
+    size = max(1, min(options.max_batch, in_flight_cap(spec) or warm or 1))
+    for k in range(0, warm, size):
+        batch = requests[k : k + size]
+        for request in batch:
+            request.record.sent_s = engine.now()
+        engine.decode(batch)
+    if options.compile:
+        engine.warm_compiled(requests, warm + spec.num_requests, in_flight_cap(spec))
+    engine.measured_from = len(engine.batch_sizes)
     done = lambda r: events.emit("request", index=r.index, total=spec.num_requests, error=r.error)  # noqa: E731
     engine.run_load(requests[warm:], measured_delays(prompts[warm:], spec), in_flight_cap(spec), done)
     return {
@@ -134,6 +152,30 @@ class LocalEngine:
         self.model, self.handle, self.spec, self.options = model, handle, spec, options
         self.origin, self.device = origin, device
         self.batch_sizes: list[int] = []
+        self.measured_from = 0  # the first measured batch's index in batch_sizes
+        # compile: every batch padded to one width and decoded for one length, so the
+        # static cache has one length (width + new tokens) and only the batch size varies;
+        # warm_compiled compiles each batch size the load can bring before it is measured.
+        self.fixed: tuple[int, int] | None = None
+        self.compile_warmup: dict[str, Any] | None = None
+        self.graphs_in_measured: int | None = None
+
+    def warm_compiled(self, requests: list[Request], count: int, cap: int | None) -> None:
+        """With the width and length every batch is decoded at fixed (the longest prompt,
+        the longest output of the run), decode one batch of every size from 1 to the most
+        requests the load can put in one batch (these are not recorded requests)."""
+        largest = max(1, min(self.options.max_batch, cap or self.options.max_batch, count))
+        sizes = list(range(1, largest + 1))
+        started = time.perf_counter()
+        for size in sizes:
+            template = requests[0]
+            self.decode([Request(RequestRecord(-1, True, 0.0), template.ids, template.output_tokens)] * size)
+        del self.batch_sizes[-len(sizes) :]  # not the load's batches
+        self.compile_warmup = {
+            "batch_sizes": sizes,
+            "cache_length": sum(self.fixed),
+            "seconds": time.perf_counter() - started,
+        }
 
     def now(self) -> float:
         return time.perf_counter() - self.origin
@@ -144,6 +186,7 @@ class LocalEngine:
         to max_batch) is decoded as one batch."""
         start, ends = self.now(), []
         limit = min(self.options.max_batch, cap or self.options.max_batch)
+        graphs_before = compiled_graphs()
 
         def sent_at(k: int) -> float:
             arrival = start + delays[k]
@@ -166,17 +209,19 @@ class LocalEngine:
             for request in batch:
                 on_done(request.record)
             first = last
+        if self.options.compile:  # any compile left in the measured part, counted
+            self.graphs_in_measured = compiled_graphs() - graphs_before
 
     @torch.no_grad()
     def decode(self, batch: list[Request]) -> None:
         """One left-padded batch through generate; each row's tokens stamped per step."""
         self.batch_sizes.append(len(batch))
-        width = max(len(r.ids) for r in batch)
+        width = self.fixed[0] if self.fixed else max(len(r.ids) for r in batch)
         pad = self.handle.pad_id
         rows = [[pad] * (width - len(r.ids)) + r.ids for r in batch]
         mask = [[0] * (width - len(r.ids)) + [1] * len(r.ids) for r in batch]
         input_ids = torch.tensor(rows, device=self.device)
-        longest = max(r.output_tokens for r in batch)
+        longest = self.fixed[1] if self.fixed else max(r.output_tokens for r in batch)
         clock = TokenClock(self.origin)
         out = self.model.generate(
             input_ids=input_ids,
@@ -224,7 +269,7 @@ class LocalEngine:
     def describe(self, scenario, dtype: torch.dtype) -> dict[str, Any]:
         from backends.hf_common.model import dtype_name
 
-        sizes = self.batch_sizes[self.spec.warmup_requests :]
+        sizes = self.batch_sizes[self.measured_from :]
         return {
             "engine": "local",
             "name": "transformers generate (in process): a reference engine, not a production server",
@@ -235,6 +280,10 @@ class LocalEngine:
             "batching": BATCHING,
             "max_batch": self.options.max_batch,
             "batches": {"count": len(sizes), "mean_size": sum(sizes) / len(sizes) if sizes else None, "sizes": sizes},
+            # compile: what was compiled before the measured part, and the graphs torch
+            # compiled during it (each one's compile time is inside some request's TTFT)
+            "compile_warmup": self.compile_warmup,
+            "graphs_compiled_in_measured": self.graphs_in_measured,
         }
 
 

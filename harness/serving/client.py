@@ -19,7 +19,7 @@ from typing import Any
 class RequestRecord:
     index: int
     warmup: bool
-    sent_s: float  # since the benchmark's clock origin
+    sent_s: float  # since the benchmark's clock origin: when the request was written
     chunk_s: list[float] = field(default_factory=list)  # arrival of each chunk with content
     end_s: float | None = None  # last byte
     prompt_tokens: int | None = None  # from the server's usage
@@ -29,6 +29,11 @@ class RequestRecord:
     cached_tokens: int | None = None
     status: int | None = None
     error: str | None = None
+    # When the load meant to send it (its arrival, or the moment its slot freed) and how
+    # long it then waited inside this client (a connection, the event loop) before being
+    # written: sent_s - due_s. None where no HTTP client sent it (the local engine).
+    due_s: float | None = None
+    queue_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,22 +66,40 @@ def _content(event: dict[str, Any]) -> str:
     return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
 
 
-async def send(client, url: str, body: dict[str, Any], record: RequestRecord, origin: float) -> None:
-    """One streamed request; any failure is written into the record, never raised."""
+async def send(
+    client, url: str, body: dict[str, Any], record: RequestRecord, origin: float, due: float | None = None
+) -> None:
+    """One streamed request; any failure is written into the record, never raised.
+    `sent_s` is stamped when the request's headers are written on its connection
+    (httpcore's trace), so time spent waiting for a connection or the event loop is
+    the request's client queue time (`queue_s`), never part of its TTFT."""
     record.sent_s = time.perf_counter() - origin
+    record.due_s = record.sent_s if due is None else min(due, record.sent_s)
+
+    async def written(name: str, info: dict[str, Any]) -> None:
+        if name.endswith("send_request_headers.started"):
+            record.sent_s = time.perf_counter() - origin
+
     try:
-        async with client.stream("POST", url, json=body) as response:
+        async with client.stream("POST", url, json=body, extensions={"trace": written}) as response:
+            record.queue_s = record.sent_s - record.due_s
             record.status = response.status_code
             if response.status_code != 200:
                 detail = (await response.aread()).decode(errors="replace")[:200]
                 record.error = f"HTTP {response.status_code}: {detail}"
+                record.end_s = time.perf_counter() - origin
                 return
             async for line in response.aiter_lines():
                 _on_line(line, record, origin)
         record.end_s = time.perf_counter() - origin
-        if record.output_tokens is None and record.error is None:
+        if not record.chunk_s and record.error is None:
+            # vLLM's client: a stream without a content chunk has no TTFT, a failure
+            record.error = "no content in the stream: the server sent no token"
+        elif record.output_tokens is None and record.error is None:
             record.error = "no usage in the stream: output tokens unknown (the server must support include_usage)"
     except Exception as exc:  # noqa: BLE001 - a dropped connection is a measured outcome
+        record.end_s = time.perf_counter() - origin  # a failure ends the request too (duration counts it)
+        record.queue_s = record.sent_s - record.due_s
         record.error = f"{type(exc).__name__} after {len(record.chunk_s)} chunks: {exc}"[:300]
 
 
@@ -98,29 +121,44 @@ def _on_line(line: str, record: RequestRecord, origin: float) -> None:
 
 
 async def run_load(url: str, bodies: list[dict[str, Any]], spec, origin: float, on_done=None) -> list[RequestRecord]:
-    """Warm-up requests one by one, then the measured ones under the scenario's load."""
+    """Warm-up requests at the load's concurrency, then the measured ones under the load."""
     async with open_client(spec) as client:
-        records = await warm_up(client, url, bodies, spec.warmup_requests, origin)
+        records = await warm_up(client, url, bodies, spec.warmup_requests, origin, spec.load.in_flight_limit)
         return records + await measure(
             client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done
         )
 
 
 def open_client(spec, loads=()):
-    """One HTTP client for every load of the run: enough connections for the most
-    requests any of them keeps in flight (64 for an uncapped open loop)."""
+    """One HTTP client for every load of the run, with no limit on its connections: as
+    many as requests in flight (vLLM's client without max-concurrency), so the client
+    never queues a request the load meant to send; a load's own cap is its semaphore
+    (measure). No pool timeout either: a request's time limit is request_timeout_s."""
     import httpx
 
-    limits = [load.in_flight_limit or 64 for load in (spec.load, *loads)]
     return httpx.AsyncClient(
-        timeout=httpx.Timeout(spec.request_timeout_s), limits=httpx.Limits(max_connections=max(8, *limits))
+        timeout=httpx.Timeout(spec.request_timeout_s, pool=None),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
     )
 
 
-async def warm_up(client, url: str, bodies: list[dict[str, Any]], count: int, origin: float) -> list[RequestRecord]:
+async def warm_up(
+    client, url: str, bodies: list[dict[str, Any]], count: int, origin: float, concurrency: int | None = 1
+) -> list[RequestRecord]:
+    """`count` warm-up requests, `concurrency` of them in flight (the load's: a server
+    warmed one request at a time has not met the batch sizes the load brings; None:
+    all at once, an uncapped open loop's)."""
     records = [RequestRecord(i, True, 0.0) for i in range(count)]
-    for r in records:
-        await send(client, url, bodies[r.index % len(bodies)], r, origin)
+    gate = asyncio.Semaphore(concurrency) if concurrency else None
+
+    async def one(r: RequestRecord) -> None:
+        if gate is None:
+            await send(client, url, bodies[r.index % len(bodies)], r, origin)
+            return
+        async with gate:
+            await send(client, url, bodies[r.index % len(bodies)], r, origin)
+
+    await asyncio.gather(*(one(r) for r in records))
     return records
 
 
@@ -145,17 +183,23 @@ async def measure(
     gate = asyncio.Semaphore(limit) if limit else None
 
     async def one(record: RequestRecord, delay: float) -> None:
-        await asyncio.sleep(delay)
+        arrival = start + delay
+        await asyncio.sleep(max(0.0, arrival - time.perf_counter()))  # from one start: no drift
         body = bodies[record.index % len(bodies)]
         if gate is None:
-            await send(client, url, body, record, origin)
+            # due at its arrival: a late wake-up of the event loop is client queue time
+            await send(client, url, body, record, origin, arrival - origin)
         else:
+            full = gate.locked()
             async with gate:
-                await send(client, url, body, record, origin)
+                # due when its slot freed (a closed loop's next request), else at its arrival
+                due = time.perf_counter() if full else arrival
+                await send(client, url, body, record, origin, due - origin)
         if on_done:
             on_done(record)
 
     delays = arrival_delays(count, load) if delays is None else delays
+    start = time.perf_counter()
     work = asyncio.gather(*(one(r, d) for r, d in zip(records, delays)))
     if deadline is None:
         await work
@@ -173,6 +217,7 @@ async def measure(
                     else "not sent: the time limit (max_duration_s) was reached"
                 )
                 r.sent_s = r.sent_s if sent else now
+                r.end_s = now if sent else None  # a request cut short ends now; one never sent, never
     return records
 
 
@@ -180,7 +225,11 @@ def arrival_delays(count: int, load) -> list[float]:
     """Seconds from the start of the measured phase to each request's arrival: all at
     once for a closed loop; for an open loop, seeded gaps at each request's rate
     (vLLM's `get_request`): exponential for poisson, Gamma(shape B, scale 1/(rate B))
-    for gamma with burstiness B (mean 1/rate, coefficient of variation 1/sqrt(B))."""
+    for gamma with burstiness B (mean 1/rate, coefficient of variation 1/sqrt(B)).
+    At a fixed rate the gaps are then scaled so that the last arrival is at
+    (count - 1) / rate: the offered rate, (count - 1) / (last - first arrival), is the
+    nominal one exactly (vLLM normalises the same way, to count / rate for its first
+    request's gap included); otherwise a 16-request draw is off by ~25% either way."""
     if not load.open_loop:
         return [0.0] * count
     rng = random.Random(load.seed or 0)  # 0 when not given
@@ -192,6 +241,9 @@ def arrival_delays(count: int, load) -> list[float]:
             t += rng.gammavariate(load.burstiness, 1.0 / (rate * load.burstiness))
         else:
             t += rng.expovariate(rate)
+    if load.ramp is None and count > 1 and delays[-1] > 0:
+        scale = (count - 1) / load.request_rate / delays[-1]
+        delays = [d * scale for d in delays]
     return delays
 
 

@@ -10,14 +10,17 @@ from harness import cost as cost_model
 from harness import metrics as metric_fns
 
 
-def serve_figures(raw: dict[str, Any], slo: dict[str, Any], chips: int, price) -> tuple[dict, dict | None]:
+def serve_figures(
+    raw: dict[str, Any], slo: dict[str, Any], chips: int, price, percentiles=()
+) -> tuple[dict, dict | None]:
     """A serving run's metrics and cost from its raw facts (also a migrated record's:
     harness.migrations); an SLO search's at the rate it found."""
     search = None
     if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
         search, requests = metric_fns.slo_search_summary(raw, slo)
         raw = {**raw, "requests": requests}
-    metrics = metric_fns.serving_metrics(raw, slo)
+    metrics = metric_fns.serving_metrics(raw, slo, percentiles)
+    metrics.update(server_side(raw))
     throughput = metrics["output_throughput_tok_s"]
     metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
     if search is not None:
@@ -38,3 +41,27 @@ def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
     )
     if found is None:
         cost["usd_per_1m_output_tokens"] = None
+
+
+def server_side(raw: dict[str, Any]) -> dict[str, Any]:
+    """What the run's facts say beside the client's figures: the server's own /metrics
+    over the measured phase (harness.serving.server_metrics), and a warning where a run
+    meant to be cold (its prefix cache reset) reported cached prompt tokens."""
+    out: dict[str, Any] = {"server_metrics": raw.get("server_metrics")}
+    reset = raw.get("prefix_cache_reset")
+    cached = [r.get("cached_tokens") or 0 for r in raw["requests"] if not r["warmup"] and r["error"] is None]
+    warnings = []
+    compiled = (raw.get("server") or {}).get("graphs_compiled_in_measured")
+    if compiled:
+        warnings.append(
+            f"torch.compile compiled {compiled} graph(s) during the measured requests: their compile time is "
+            "inside those requests' TTFT and TPOT"
+        )
+    if reset and reset.get("done") and sum(cached):
+        warnings += [
+            f"the prefix cache was reset before the measured requests, yet they report {sum(cached)} cached "
+            "prompt tokens: the prompts share prefixes with one another, or the reset did not take"
+        ]
+    if warnings:
+        out["warnings"] = warnings
+    return out

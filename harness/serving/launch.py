@@ -50,6 +50,12 @@ def log_tail(path: Path) -> str:
         return ""
 
 
+def error_line(tail: str) -> str:
+    """`: <the log's last error line>` (an exception's message), or "" where none."""
+    lines = [line.strip() for line in tail.splitlines() if "Error" in line or "Exception" in line]
+    return f": {lines[-1][:500]}" if lines else ""
+
+
 class LaunchedServer:
     """Context manager: a started, healthy server; stopped on exit whatever happened."""
 
@@ -99,9 +105,10 @@ class LaunchedServer:
         url, deadline = self.fill(self.spec.health_url), time.perf_counter() + self.spec.health_timeout_s
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
+                tail = log_tail(self.log_path)
                 raise RuntimeError(
-                    f"server exited with status {self.proc.returncode} before becoming healthy; "
-                    f"log tail:\n{log_tail(self.log_path)}"
+                    f"server exited with status {self.proc.returncode} before becoming healthy"
+                    f"{error_line(tail)}; log tail:\n{tail}"
                 )
             try:
                 if httpx.get(url, timeout=2.0).status_code == 200:

@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 from harness.metrics import slo_at_percentile
+from harness.serving import server_side
 from harness.serving.client import measure, open_client, warm_up
 
 
@@ -41,18 +42,37 @@ async def drive(
     if spec.slo_search:
         loads = [point_load(spec, spec.slo_search.high)]
     async with open_client(spec, loads) as client:
-        warm = await warm_up(client, url, bodies, spec.warmup_requests, origin)
+        first_load = loads[0] if loads else spec.load
+        warm = await warm_up(client, url, bodies, spec.warmup_requests, origin, first_load.in_flight_limit)
         facts: dict[str, Any] = {"requests": [r.to_json() for r in warm]}
         if spec.sweep:
             facts["sweep"] = await _sweep(client, url, bodies, spec, origin, on_done)
         elif spec.slo_search:
             facts["slo_search"] = await _search(client, url, bodies, spec, origin, on_done)
         else:
+            around = await _before_point(client, url, spec)
             measured = await measure(
                 client, url, bodies, spec.load, spec.warmup_requests, spec.num_requests, origin, on_done, None, delays
             )
             facts["requests"] += [r.to_json() for r in measured]
+            facts.update(await _after_point(client, url, around))
         return facts
+
+
+async def _before_point(client, url: str, spec) -> dict[str, Any]:
+    """Before a measured load: the prefix cache reset (serve.reset_prefix_cache) and the
+    server's /metrics read."""
+    root = server_side.root_of(url)
+    reset = await server_side.reset_prefix_cache(client, root) if spec.reset_prefix_cache else None
+    return {"prefix_cache_reset": reset, "before": await server_side.read_metrics(client, root)}
+
+
+async def _after_point(client, url: str, before: dict[str, Any]) -> dict[str, Any]:
+    after = await server_side.read_metrics(client, server_side.root_of(url))
+    return {
+        "prefix_cache_reset": before["prefix_cache_reset"],
+        "server_metrics": server_side.around(before["before"], after),
+    }
 
 
 async def _sweep(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
@@ -65,10 +85,12 @@ async def _sweep(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
         if time.perf_counter() - origin >= deadline:
             point["not_run"] = f"the sweep's max_duration_s ({sweep.max_duration_s:g} s) was reached before this point"
         else:
+            around = await _before_point(client, url, spec)
             records = await measure(
                 client, url, bodies, point_load(spec, value), first, spec.num_requests, origin, on_done, deadline
             )
             point["requests"] = [r.to_json() for r in records]
+            point.update(await _after_point(client, url, around))
         first += spec.num_requests
         points.append(point)
     return {
@@ -89,15 +111,23 @@ async def _search(client, url, bodies, spec, origin, on_done) -> dict[str, Any]:
 
     async def probe(rate: float) -> bool | None:
         """Measure one rate; whether it met the SLO (None: cut short by the deadline)."""
+        around = await _before_point(client, url, spec)
         records = await measure(
             client, url, bodies, point_load(spec, rate), state["first"], spec.num_requests, origin, on_done, deadline
         )
+        server = await _after_point(client, url, around)
         state["first"] += spec.num_requests
         requests = [r.to_json() for r in records]
         verdict = slo_at_percentile(requests, slo)
         cut = any((r["error"] or "").endswith("(max_duration_s) was reached") for r in requests)
         points.append(
-            {"rate": rate, "requests": requests, "met": None if cut else verdict["met"], "values": verdict["values"]}
+            {
+                "rate": rate,
+                "requests": requests,
+                "met": None if cut else verdict["met"],
+                "values": verdict["values"],
+                **server,
+            }
         )
         return None if cut else verdict["met"]
 

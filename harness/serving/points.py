@@ -54,5 +54,7 @@ def split(run, key: str, outcome: dict[str, Any]) -> list[tuple[Any, str, dict[s
             continue
         point_facts = {k: v for k, v in facts.items() if k != "sweep"}
         point_facts.update(requests=facts["requests"] + point["requests"], load=point["load"])
+        for name in ("prefix_cache_reset", "server_metrics"):  # the point's own, read around it
+            point_facts[name] = point.get(name)
         out.append((point_run, point_key(key, i), {"facts": point_facts, "sweep": about}))
     return out

@@ -91,6 +91,8 @@ def output_lengths(serve, count: int) -> list[int]:
 
 def _inputs(scenario, count: int) -> list[dict[str, Any]]:
     spec = scenario.serve.prompts
+    if spec.input_tokens is not None:
+        return _token_prompts(scenario, count)
     if spec.source in ("synthetic", "shared-prefix"):
         return _word_prompts(spec, count)
     from harness.data.batches import load_examples
@@ -103,6 +105,22 @@ def _inputs(scenario, count: int) -> list[dict[str, Any]]:
         _chat_prompt(asked(messages), tools, scenario)
         for messages, tools in (examples[i % len(examples)] for i in range(count))
     ]
+
+
+def _token_prompts(scenario, count: int) -> list[dict[str, Any]]:
+    """Seeded random words cut to exactly `input_tokens` tokens of the project's
+    tokenizer ("token_ids", fed as they are by the local engine; a launched server is
+    given the same tokenizer and re-tokenizes the text)."""
+    from harness.data.tokenizer import load_tokenizer
+
+    spec, tok = scenario.serve.prompts, scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    out = []
+    for i in range(count):
+        ids = _token_ids(handle, f"synthetic-{spec.seed}-{i}", spec.input_tokens)
+        text = handle.tokenizer.decode(ids)
+        out.append({"text": text, "messages": [{"role": "user", "content": text}], "token_ids": ids})
+    return out
 
 
 def _words(rng: random.Random, count: int) -> str:
@@ -144,3 +162,16 @@ def _chat_prompt(asked: list[dict[str, str]], tools, scenario) -> dict[str, Any]
     pieces = chat_segments(asked, tools, scenario.data.chat_format)
     opener = "<start_of_turn>model\n" if scenario.data.chat_format == "gemma" else "<|im_start|>assistant\n"
     return {"text": "".join(text for text, _ in pieces) + opener, "messages": asked}
+
+
+def longest_request(scenario) -> int:
+    """The longest request the run sends, in tokens of the project's tokenizer: its
+    prompt (with the BOS token a server adds) plus its output length."""
+    from harness.data.tokenizer import load_tokenizer
+    from harness.serving.loads import prompt_count
+
+    tok = scenario.data.tokenizer
+    handle = load_tokenizer(tok.kind, tok.vocab_size, tok.path)
+    prompts = build_prompts(scenario, prompt_count(scenario.serve))
+    sizes = [len(p.get("token_ids") or handle.encode(p["text"])) + 1 + p["output_tokens"] for p in prompts]
+    return max(sizes)

@@ -30,16 +30,29 @@ def execute_serve(scenario, events, choice: dict[str, Any]) -> dict[str, Any]:
     events.phase(f"serve ({choice['ran']})")
     result = engine.serve(scenario, events, origin)
     result["server"] = {**result["server"], "chosen": choice}
-    accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else result.pop("accelerator", None)
-    if accelerator is None:
-        accelerator = engine.accelerator()
+    measured = result.pop("accelerator", None) or measured_device(engine)
+    # Billed: the declared server's (endpoint, launch: spec.py refuses it elsewhere), else
+    # the device measured; the measured one is in the record either way.
+    accelerator = declared_accelerator(spec.accelerator) if spec.accelerator else choice.get("accelerator") or measured
+    if "error" in accelerator:
+        raise ValueError(accelerator["error"])
     return {
         "task": "serve",
         "started_at": started_at,
         "engine": choice["engine"],
         **result,
         "accelerator": accelerator,
+        "measured_device": measured,
         "versions": {"python": sys.version.split()[0], **result.pop("versions", {})},
         "notes": list(engine.notes),
         "wall_s": time.perf_counter() - origin,
     }
+
+
+def measured_device(engine) -> dict[str, Any]:
+    """What the engine can tell it ran on; its reason where it cannot bill one device
+    (a launched server with several visible: the declared accelerator must say)."""
+    try:
+        return engine.accelerator()
+    except ValueError as exc:
+        return {"kind": "unknown", "name": "unknown", "count": 0, "error": str(exc)}

@@ -120,7 +120,7 @@ def test_throughputs_and_counts_are_over_the_measured_window():
     warm = {**request(9, -1.0, [-0.5, -0.4], 2), "warmup": True}
     failed = {**request(5, 0.5, [0.6], 1), "error": "HTTPError: 500", "output_tokens": None}
     got = serving_metrics({"requests": [warm, *REQUESTS, failed]}, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
-    duration = 1.35  # first send 0.0, last end 1.30 + 0.05 (the failed request's end does not count)
+    duration = 1.35  # first send 0.0, last end 1.30 + 0.05 (the failed request ended earlier, at 0.65)
     output, prompt = 4 + 1 + 3 + 1 + 5, 5 * 10
     assert (got["num_requests"], got["num_completed"], got["num_errors"]) == (6, 5, 1)
     assert got["errors"] == ["HTTPError"] and got["duration_s"] == pytest.approx(duration)
@@ -232,8 +232,39 @@ def test_a_load_with_nothing_measured_or_completed_has_no_rates():
         assert nothing[key] is None, key
     failed = [{**request(i, 0.5 * i, [0.5 * i + 0.1], 1), "error": "timeout"} for i in range(3)]
     all_failed = serving_metrics({"requests": failed}, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
-    assert all_failed["duration_s"] == 0.0 and all_failed["num_errors"] == 3
+    # vLLM's duration: first send to the last request's end, failed ones included
+    assert all_failed["duration_s"] == pytest.approx(1.0 + 0.1 + 0.05) and all_failed["num_errors"] == 3
     assert all_failed["output_throughput_tok_s"] is None and all_failed["ttft_s"] is None
+
+
+def test_duration_runs_to_the_last_requests_end_failed_ones_included():
+    """vLLM's benchmark_duration ends when every request has ended: a failing tail (here
+    a request that fails 2 s after the last success) is time the load took, so the
+    throughput is over it, not over the successes' span alone. A request a deadline
+    stopped before it was sent has no end and does not count."""
+    ok = [request(0, 0.0, [0.1, 0.2], 2), request(1, 0.1, [0.3, 0.4], 2)]  # ends 0.25, 0.45
+    tail = {**request(2, 0.2, [0.5], 1), "error": "ReadTimeout after 1 chunks", "end_s": 2.45, "output_tokens": None}
+    unsent = {**request(3, 3.0, [3.1], 1), "error": "not sent: the time limit", "end_s": None, "chunk_s": []}
+    got = serving_metrics({"requests": [*ok, tail, unsent]}, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
+    assert got["duration_s"] == pytest.approx(2.45 - 0.0)
+    assert got["output_throughput_tok_s"] == pytest.approx(4 / 2.45)
+    assert got["request_throughput_req_s"] == pytest.approx(2 / 2.45)
+    assert got["achieved_rate_req_s"] == pytest.approx(2 / 0.2)  # three sent over 0.2 s; the unsent one not
+
+
+def test_a_percentile_the_sample_cannot_support_is_named_and_asked_ones_are_reported():
+    """p90 needs 10 samples and p99 100 (one beyond the percentile); serve.percentiles
+    adds p95 etc., recomputed here with numpy's linear interpolation."""
+    many = [request(i, 0.01 * i, [0.01 * i + 0.1 + 0.001 * i, 0.01 * i + 0.3], 2) for i in range(20)]
+    got = serving_metrics({"requests": many}, {"ttft_s": None, "tpot_s": None, "e2el_s": None}, (95, 99.9))
+    ttfts = [0.1 + 0.001 * i for i in range(20)]
+    assert got["percentiles"]["ttft_s"]["p95"] == pytest.approx(np.percentile(ttfts, 95))
+    assert got["percentiles"]["ttft_s"]["p99.9"] == pytest.approx(np.percentile(ttfts, 99.9))
+    thin = " | ".join(got["thin_percentiles"])
+    assert "ttft_s p99 (20 samples; needs 100)" in thin and "ttft_s p99.9 (20 samples; needs 1000)" in thin
+    assert "ttft_s p95" not in thin and "ttft_s p90" not in thin  # 20 samples support both
+    plain = serving_metrics({"requests": many}, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
+    assert plain["percentiles"] is None
 
 
 def test_token_counts_a_server_did_not_report_count_as_none():

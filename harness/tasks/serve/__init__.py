@@ -46,6 +46,20 @@ class ServeMetrics(BaseModel):
     # Prefix cache (harness.metrics.prefix_cache_hits): None where the server did not say.
     cached_prompt_tokens: int | None = None
     cached_prompt_fraction: float | None = None
+    # serve.percentiles: {"ttft_s": {"p95": s, ...}, ...}; and every percentile shown whose
+    # sample is too small to support it (harness.metrics.supports_percentile), named.
+    percentiles: dict[str, dict[str, float | None]] | None = None
+    thin_percentiles: list[str] = Field(default_factory=list)
+    # The client's side: each request's wait inside bench's client before it was
+    # written (s), a sentence where the client limited the load, and the request rate
+    # actually sent ((n - 1) / (last send - first send), req/s).
+    client_queue_s: Stats | None = None
+    client_saturated: str | None = None
+    achieved_rate_req_s: float | None = None
+    # The server's own /metrics (vLLM's) read before and after the measured requests:
+    # {"before", "after", "delta"} of its vllm: samples (harness.serving.server_metrics).
+    server_metrics: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ServeCost(BaseModel):
@@ -87,8 +101,10 @@ class ServeTask(Task):
     def backend_label(self, run, backend: str) -> str:
         """The engine serves, not the chosen training backend: `serve-<engine>`, the one
         that runs (auto's choice: `serve-local`, or `serve-vllm` for its vLLM)."""
-        choice = engines.choose(run.scenario.serve)
-        return "serve-vllm" if choice.vllm_python or choice.vllm_executable else f"serve-{choice.engine}"
+        choice = engines.choose_for(run.scenario)
+        if choice.vllm_python or choice.vllm_executable:
+            return "serve-vllm-tpu" if choice.platform == "tpu" else "serve-vllm"
+        return f"serve-{choice.engine}"
 
     def accelerator_key(self, scenario, measured: str) -> str:
         """The server's declared accelerator, where the scenario names one."""
@@ -104,7 +120,7 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ worker
     def job_fields(self, run) -> dict[str, Any]:
-        choice = engines.choose(run.scenario.serve)
+        choice = engines.choose_for(run.scenario)
         return {
             "engine": choice.engine,
             "engine_target": engines.ENGINES.target(choice.engine),
@@ -125,7 +141,9 @@ class ServeTask(Task):
         accelerator = record["accelerator"]
         price = cost_model.price_for(accelerator["catalog_key"], run.scenario.cost, catalog)
         slo = run.scenario.serve.slo.model_dump()
-        metrics, cost = serve_figures(record["raw"], slo, accelerator.get("count", 1), price)
+        metrics, cost = serve_figures(
+            record["raw"], slo, accelerator.get("count", 1), price, run.scenario.serve.percentiles
+        )
         record["metrics"] = metrics
         record["server"] = record["raw"].get("server")
         if metrics["num_completed"] == 0:
@@ -137,7 +155,7 @@ class ServeTask(Task):
 
     # ------------------------------------------------------------------ terminal
     def progress_where(self, run, chosen) -> str:
-        choice = engines.choose(run.scenario.serve)
+        choice = engines.choose_for(run.scenario)
         return f"serving via [green]{choice.label}[/green]: {choice.reason}"
 
     def progress_total(self, run) -> int:
@@ -159,7 +177,9 @@ class ServeTask(Task):
             "TPOT med (s)": fmt(m.tpot_s.median if m.tpot_s else None, ".4g"),
             "out tok/s": fmt(m.output_throughput_tok_s, ".4g"),
             "errors": f"{m.num_errors}/{m.num_requests}",
-            "$/1M out tok": fmt(c.usd_per_1m_output_tokens if c else None, ".3g"),
+            "$/1M out tok": engines.with_caveat(
+                fmt(c.usd_per_1m_output_tokens if c else None, ".3g"), c.label if c and c.label else ""
+            ),
         }
 
     def show(self, record: RunRecord):

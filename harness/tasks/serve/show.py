@@ -45,6 +45,24 @@ def figures_table(record: RunRecord) -> Table:
     return table
 
 
+def client_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """The client's side (queue time, the rate sent), the asked percentiles, and the
+    notes: the client limiting the load, percentiles too thin, warnings."""
+    m, rows = record.metrics, []
+    if m.client_queue_s is not None:
+        q = m.client_queue_s
+        rows.append(("client queue (s): median, p99, max", f"{q.median:.3g}, {q.p99:.3g}, {q.max:.3g}"))
+    if m.achieved_rate_req_s is not None:
+        rows.append(("request rate sent (req/s)", fmt(m.achieved_rate_req_s, ".4g")))
+    for name, values in (m.percentiles or {}).items():
+        rows.append(
+            (f"{name[:-2].upper()} (s) percentiles", ", ".join(f"{p} {fmt(v, '.4g')}" for p, v in values.items()))
+        )
+    notes = [m.client_saturated] if m.client_saturated else []
+    notes += [f"too few samples for {t}" for t in m.thin_percentiles] + list(m.warnings)
+    return rows + [("note", note) for note in notes]
+
+
 def figure_rows(record: RunRecord) -> list[tuple[str, str]]:
     m, server = record.metrics, record.server or {}
     chosen = server.get("chosen") or {}
@@ -68,6 +86,7 @@ def figure_rows(record: RunRecord) -> list[tuple[str, str]]:
     if m.slo_search:
         search = m.slo_search
         rows.append(("SLO search: highest rate within the SLO (req/s)", fmt(search.get("max_rate_req_s"), ".4g")))
+    rows += client_rows(record)
     if m.cached_prompt_tokens is not None:
         rows.append(("cached prompt tokens", str(m.cached_prompt_tokens)))
         rows.append(("cached prompt fraction", fmt(m.cached_prompt_fraction, ".3f")))

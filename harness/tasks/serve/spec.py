@@ -33,6 +33,9 @@ class PromptSpec(Section):
     path: str | None = None
     input_words: int = Field(200, gt=0, le=1_000_000)
     input_words_max: int | None = Field(None, gt=0, le=1_000_000)
+    # synthetic: each prompt exactly this many tokens of the project's tokenizer (the one
+    # the local engine and a launched or auto server use) instead of input_words words.
+    input_tokens: int | None = Field(None, gt=0, le=1_000_000)
     prefix_words: int | None = Field(None, gt=0, le=1_000_000)
     num_prefixes: int | None = Field(None, gt=0, le=MAX_REQUESTS)
     turns: int | None = Field(None, ge=2, le=1000)
@@ -41,6 +44,12 @@ class PromptSpec(Section):
     @model_validator(mode="after")
     def _fields_of_the_source(self) -> "PromptSpec":
         self._trace_fields()
+        if self.input_tokens is not None:
+            if self.source != "synthetic":
+                raise ValueError(f"input_tokens: only synthetic prompts are drawn in tokens (source is {self.source})")
+            given = [n for n in ("input_words", "input_words_max") if n in self.model_fields_set and getattr(self, n)]
+            if given:
+                raise ValueError(f"{given[0]}: input_tokens gives the prompt's length; drop {given[0]}")
         random_words = self.source in ("synthetic", "shared-prefix")
         if self.input_words_max is not None and not random_words:
             raise ValueError(
@@ -72,10 +81,11 @@ class PromptSpec(Section):
 
     @model_serializer(mode="wrap")
     def _without_what_a_trace_gives(self, handler):
-        """A trace's prompt section has no word counts: dumped without them, so a dumped
-        scenario validates again (the worker's, a record's) and says only what ran."""
+        """A trace's prompt section (and one in tokens) has no word counts: dumped without
+        them, so a dumped scenario validates again (the worker's, a record's) and says
+        only what ran."""
         data = handler(self)
-        if self.source == "trace":
+        if self.source == "trace" or self.input_tokens is not None:
             data.pop("input_words", None)
         return data
 
@@ -335,9 +345,17 @@ class ServeSpec(Section):
     sweep: SweepSpec | None = None
     slo_search: SloSearchSpec | None = None
     request_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
-    # Where the endpoint's model runs, for cost (ACCELERATOR:CHIPS or a TPU slice);
-    # local and launch default to this machine's device.
+    # Where an endpoint's or launched server's model runs, for cost (ACCELERATOR:CHIPS or
+    # a TPU slice); launch defaults to this machine's device. local and auto bill the
+    # device they measure and refuse it.
     accelerator: str | None = None
+    # Extra percentiles of TTFT, TPOT, ITL and E2EL in the record (e.g. [95, 99.9]),
+    # beside the median, p90 and p99 every record has.
+    percentiles: tuple[Annotated[float, Field(gt=0, lt=100)], ...] = ()
+    # POST /reset_prefix_cache (vLLM's; launched vLLM has it on) after the warm-up and
+    # before every point, so a repeated run measures a cold prefix cache as its first
+    # did; where the server does not offer it, the record says so.
+    reset_prefix_cache: bool = True
 
     @field_validator("engine")
     @classmethod
@@ -352,6 +370,11 @@ class ServeSpec(Section):
     def _engine_has_its_section(self) -> "ServeSpec":
         if self.engine == "endpoint" and self.endpoint is None:
             raise ValueError("endpoint: engine: endpoint needs an endpoint section (base_url)")
+        if self.engine == "endpoint" and self.prompts.input_tokens is not None:
+            raise ValueError(
+                "prompts.input_tokens: counted in the project's tokenizer, which an endpoint's server need not "
+                "use; give input_words (each request's prompt tokens are in the record, as the server counted them)"
+            )
         if self.engine == "launch" and self.launch is None:
             raise ValueError("launch: engine: launch needs a launch section (command)")
         # Sections and fields another engine would use are refused, not ignored.
@@ -390,6 +413,11 @@ class ServeSpec(Section):
             raise ValueError(f"local: only engine local (or auto) uses it (engine is {self.engine})")
         if self.precision is not None and not local:
             raise ValueError(f"precision: engine {self.engine}'s server sets its own dtype (its command or config)")
+        if local and self.accelerator is not None:
+            raise ValueError(
+                f"accelerator: {might} bills the device it measures running on; serve.accelerator is for "
+                "engine endpoint or launch"
+            )
         if local and self.extra_body:
             raise ValueError(f"extra_body: {might} sends no HTTP request; name engine: endpoint or launch")
         if local and self.api != "completions":

@@ -278,10 +278,16 @@ def test_a_20_request_trace_is_replayed_against_vllm_at_its_arrival_times(server
     (record,) = records_in(tmp_path / "r")
     measured = sorted((r for r in record["raw"]["requests"] if not r["warmup"]), key=lambda r: r["index"])
     assert len(measured) == 20 and all(r["error"] is None for r in measured)
-    offsets = [r["sent_s"] - measured[0]["sent_s"] for r in measured]
+    # When bench released each request (due_s) follows the trace; sent_s is the write on
+    # its connection, after any wait inside the client (queue_s, recorded and reported).
+    offsets = [r["due_s"] - measured[0]["due_s"] for r in measured]
     expected = [(ms - times[0]) / 1e3 for ms in times]
     late = max(abs(a - b) for a, b in zip(offsets, expected))
-    print(f"trace replay against vLLM: worst arrival error {late * 1e3:.1f} ms")
+    waits = [r["queue_s"] for r in measured]
+    assert all(w is not None and w >= 0 for w in waits)
+    print(
+        f"trace replay against vLLM: worst arrival error {late * 1e3:.1f} ms, worst client wait {max(waits) * 1e3:.1f} ms"
+    )
     assert late < 0.05, [(round(a, 4), b) for a, b in zip(offsets, expected)]
     assert [r["output_tokens"] for r in measured] == [4] * 20  # vLLM's usage
     assert all(abs(r["prompt_tokens"] - row["input_length"]) <= 3 for r, row in zip(measured, rows))
@@ -301,6 +307,7 @@ def test_cached_prompt_tokens_come_from_vllms_usage_with_a_shared_prefix(server,
         "num_requests": 6,
         "warmup_requests": 1,
         "load": {"concurrency": 1},
+        "reset_prefix_cache": False,  # the warm-up's prefix stays cached for the measured requests
     }
     path = write_scenario(tmp_path, MODEL + yaml.safe_dump({"tasks": ["serve"], "serve": block}, sort_keys=False))
     done = bench("run", str(path), "--results-dir", str(tmp_path / "r"), "--no-progress")
@@ -370,3 +377,73 @@ def test_a_run_killed_at_its_time_limit_stops_its_launched_server(tmp_path):
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and record["failure"]["kind"] == "timeout"
     assert gone_within(marker, 5) == []
+
+
+# --------------------------------------------------------------------------- issue 40
+REPEAT_REQUESTS, REPEAT_LENGTH = 4, 4
+
+
+@pytest.fixture(scope="module")
+def repeated_runs(server, tmp_path_factory) -> dict[bool, list[dict]]:
+    """The module's server, prefix caching on: a run of two repeats with the same
+    ~200-token synthetic prompts (over vLLM's 128-token CPU block), once with the cache
+    reset before each repeat's measured requests (serve.reset_prefix_cache) and once
+    without; p95 asked for. The records by whether reset was on, in repeat order."""
+    out = {}
+    for reset in (False, True):
+        work = tmp_path_factory.mktemp(f"repeat-{reset}")
+        block = {
+            "engine": "endpoint",
+            "endpoint": {"base_url": server.base_url},
+            "prompts": {"source": "synthetic", "input_words": 200, "seed": 40},
+            "output_tokens": REPEAT_LENGTH,
+            "num_requests": REPEAT_REQUESTS,
+            "warmup_requests": 0,
+            "load": {"concurrency": 1},
+            "reset_prefix_cache": reset,
+            "percentiles": [95],
+        }
+        doc = {"tasks": ["serve"], "repeats": 2, "serve": block}
+        path = write_scenario(work, MODEL + yaml.safe_dump(doc, sort_keys=False))
+        done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
+        assert done.returncode == 0, done.stderr + failures_in(work / "r")
+        out[reset] = sorted(records_in(work / "r"), key=lambda r: r["scenario"]["repeat"])
+    out["dir"] = work / "r"
+    return out
+
+
+def test_a_repeated_run_is_cold_only_when_the_prefix_cache_is_reset(repeated_runs):
+    """Reset off: the second repeat finds the first's prompts in vLLM's prefix cache
+    (cached tokens in its usage); on: none, and the record says the reset was done."""
+
+    def cached(record) -> int:
+        return sum(r["cached_tokens"] or 0 for r in record["raw"]["requests"] if not r["warmup"])
+
+    warm, cold = repeated_runs[False], repeated_runs[True]
+    assert all(r["status"] == "ok" for r in warm + cold), [r.get("failure") for r in warm + cold]
+    assert all(r["prompt_tokens"] > 128 for rec in warm for r in rec["raw"]["requests"])
+    print("cached prompt tokens, reset off:", [cached(r) for r in warm], "on:", [cached(r) for r in cold])
+    assert cached(warm[1]) >= 128 * REPEAT_REQUESTS and warm[1]["metrics"]["cached_prompt_tokens"] == cached(warm[1])
+    assert cached(cold[1]) == 0 and cold[1]["raw"]["prefix_cache_reset"]["done"] is True
+    assert warm[1]["raw"]["prefix_cache_reset"] is None and not cold[1]["metrics"].get("warnings")
+
+
+def test_vllms_metrics_deltas_p95_and_the_request_export(repeated_runs, tmp_path):
+    """The server's /metrics around the measured requests: its token counters' deltas
+    are the requests' usage summed; p95 of TTFT is there (serve.percentiles), recomputed;
+    `bench export --requests` writes one line per measured request."""
+    from harness.metrics import percentile
+
+    for record in repeated_runs[True]:
+        measured = [r for r in record["raw"]["requests"] if not r["warmup"]]
+        delta = record["metrics"]["server_metrics"]["delta"]
+        total = lambda name: sum(v for k, v in delta.items() if k.split("{")[0] == name)  # noqa: E731
+        assert total("vllm:generation_tokens_total") == sum(r["output_tokens"] for r in measured)
+        assert total("vllm:prompt_tokens_total") == sum(r["prompt_tokens"] for r in measured)
+        ttfts = [request_latencies(r)["ttft_s"] for r in measured]
+        assert record["metrics"]["percentiles"]["ttft_s"]["p95"] == pytest.approx(percentile(ttfts, 95))
+    done = bench("export", "--requests", str(repeated_runs["dir"]), "-o", str(tmp_path / "q.jsonl"))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * REPEAT_REQUESTS
+    assert {r["run_id"] for r in rows} == {rec["run_id"] for rec in repeated_runs[True]}
