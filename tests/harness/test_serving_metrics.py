@@ -295,3 +295,19 @@ def test_slo_at_a_percentile_edges():
     silent = [*two, {**request(3, 0.0, [0.1], 2), "chunk_s": []}, {**request(4, 0.0, [0.1], 3), "chunk_s": []}]
     tpot = slo_at_percentile(silent, {"percentile": 0, "ttft_s": None, "tpot_s": 1.0, "e2el_s": None})
     assert tpot["values"] == {"tpot_s": pytest.approx(0.1)}  # no content chunk, 2 or 3 tokens: no TPOT, not 0
+
+
+def test_a_reset_cache_warns_only_when_the_first_measured_request_found_cached_tokens():
+    from harness.serving.figures import warm_cache_warning
+
+    def req(sent, cached):
+        return {"sent_s": sent, "cached_tokens": cached, "warmup": False, "error": None}
+
+    reset = {"done": True}
+    shared_prefix = [req(0.0, 0), req(0.1, 64), req(0.2, 64)]
+    assert warm_cache_warning(reset, shared_prefix) == []
+    leaked = [req(0.1, 0), req(0.0, 128)]  # the earliest sent found a cache: the reset did not take
+    (line,) = warm_cache_warning(reset, leaked)
+    assert "128 cached prompt tokens" in line and "did not take" in line
+    assert warm_cache_warning({"done": False}, leaked) == []
+    assert warm_cache_warning(None, leaked) == []
