@@ -107,7 +107,9 @@ def dots(text: str) -> list[dict]:
             continue
         match = _DOT.search(line)
         if match:
-            found.append({"in": computation, "op": match.group(2), "result": match.group(1), "operands": match.group(3)[:160]})
+            found.append(
+                {"in": computation, "op": match.group(2), "result": match.group(1), "operands": match.group(3)[:160]}
+            )
     return found
 
 

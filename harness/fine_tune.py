@@ -46,9 +46,27 @@ def epochs_of(scenario) -> int:
     return scenario.workload.epochs if scenario.workload is not None else 1
 
 
+_WORK: dict[tuple, FineTuneWork] = {}  # a report asks for the same fine-tune several times
+
+
 def fine_tune_work(scenario, rows_per_forward: int) -> FineTuneWork:
     """Every batch of the whole fine-tune (every example, `epochs` times), cut and
-    padded as the run cuts and pads them; its steps and the distinct lengths met."""
+    padded as the run cuts and pads them; its steps and the distinct lengths met.
+    Remembered per (resolved scenario, rows, the JSONL file's size and mtime): the
+    tokenizing is seconds, and the same data gives the same batches."""
+    from pathlib import Path
+
+    data = scenario.data
+    stat = Path(data.path).stat() if data.source == "jsonl" and data.path and Path(data.path).exists() else None
+    key = (scenario.model_dump_json(), rows_per_forward, stat and (stat.st_size, stat.st_mtime_ns))
+    if key not in _WORK:
+        if len(_WORK) >= 32:
+            _WORK.clear()
+        _WORK[key] = _fine_tune_work(scenario, rows_per_forward)
+    return _WORK[key]
+
+
+def _fine_tune_work(scenario, rows_per_forward: int) -> FineTuneWork:
     from harness.data.batches import build_batches, load_examples
 
     examples, epochs, train = len(load_examples(scenario)), epochs_of(scenario), scenario.train

@@ -253,6 +253,10 @@ def _projected_markdown(report: Report) -> list[str]:
         rows = [_projected_cells(p, num) for p in report.projected]
         out += md_table("Projected on TPU (compiler's bound, not measured)", columns, rows)
         out += [PROJECTED_NOTE, ""]
+    if report.tpu_vs_gpu is not None:
+        from reports.tpu_vs_gpu import markdown_lines
+
+        out += markdown_lines(report.tpu_vs_gpu, md_cell)
     return out
 
 
@@ -289,7 +293,8 @@ def md_row(cells) -> str:
 
 PROJECTED_NOTE = (
     "Projected: the step compiled ahead of time for the slice's topology on a host without a TPU; the bound is "
-    "max(FLOPs / peak, bytes / HBM bandwidth) per program from the compiler's cost model, a lower bound on step "
+    "max(FLOPs / peak, bytes / HBM bandwidth, collective bytes / ICI bandwidth) per program from the compiler's "
+    "cost model, a lower bound on step "
     "time (an upper bound on tokens/s), never a measurement. measured / projected: a measured run of the same "
     "configuration's padded tokens/s per chip over the bound."
 )

@@ -283,3 +283,239 @@ def test_compile_for_refuses_a_backend_without_an_aot_step_and_an_unknown_slice(
     assert done.returncode == 2 and "--backend: torch: --compile-for compiles the JAX backends' step" in done.stderr
     done = bench("plan", str(SCENARIOS / "tiny.yaml"), "--backend", "torchax", "--compile-for", "v9z-8", timeout=120)
     assert done.returncode == 2 and "--compile-for: v9z-8" in done.stderr
+
+
+# --------------------------------------------------------------------------- issue 37: the three terms
+ICI_CHIP = TpuSlice("tpu-v5e-8", "tpu-v5e", 8, "v5e:2x4", (2, 4, 1), 16 * GIB, 819e9, 197e12, 400e9, int(15.75 * GIB))
+
+
+def _collective_program(flops, bytes_accessed, moved, runs=1, memory=GIB, kept=0):
+    from harness.projection import Collective
+
+    return Program(
+        name="grad",
+        runs_per_step=runs,
+        compile_s=1.0,
+        memory_bytes=memory,
+        flops=flops,
+        bytes_accessed=bytes_accessed,
+        collectives={"all-gather": Collective(count=3, bytes=moved)},
+        resident_outside_bytes=kept,
+    )
+
+
+def test_a_program_moving_more_over_ici_than_it_computes_or_reads_is_bounded_by_its_collectives():
+    # 1e11 bytes over 400 GB/s = 0.25 s, against 1e12 / 197e12 = 5.1 ms and 1e9 / 819e9 = 1.2 ms
+    program = _collective_program(1e12, 1e9, int(1e11), runs=2)
+    shape = shape_projection(512, PLAN, [program], ICI_CHIP, 1.2, 1e12)
+    (terms,) = shape.terms
+    assert terms.bound_by == "collectives"
+    assert terms.collectives_s == pytest.approx(1e11 / 400e9)
+    assert terms.compute_s == pytest.approx(1e12 / 197e12) and terms.hbm_s == pytest.approx(1e9 / 819e9)
+    assert shape.step_time_bound_s == pytest.approx(2 * 0.25)
+    # without an ICI figure the term is absent, not zero, and HBM bounds it
+    no_ici = shape_projection(512, PLAN, [program], CHIP, 1.2, 1e12)
+    assert no_ici.terms[0].collectives_s is None and no_ici.terms[0].bound_by == "compute"
+
+
+def test_every_tpu_generation_with_a_slice_has_its_ici_bandwidth_and_usable_hbm():
+    from harness.accelerators import usable_hbm
+
+    assert [tpu_slice(s).ici_bytes_per_s for s in ("tpu-v5e-8", "v5p-8", "tpu-v6e-8")] == [400e9, 1200e9, 800e9]
+    assert tpu_slice("tpu-v5e-8").usable_hbm == int(15.75 * GIB)  # the compiler's own limit
+    assert tpu_slice("v5p-8").usable_hbm == 95 * GIB
+    assert usable_hbm("tpu-v6e")[0] == int(32 * GIB * 63 / 64)  # datasheet less the stated 1/64 reserve
+    assert usable_hbm("h100-sxm") is None
+
+
+ASYNC_HLO = """HloModule m, entry_computation_layout={()->()}
+
+%body (p: (s32[], bf16[8,128])) -> (s32[], bf16[8,128]) {
+  %p = (s32[], bf16[8,128]{1,0}) parameter(0)
+  %ar = bf16[8,128]{1,0} all-reduce(bf16[8,128]{1,0} %x), to_apply=%add
+}
+
+%cond (p: (s32[], bf16[8,128])) -> pred[] {
+  %p = (s32[], bf16[8,128]{1,0}) parameter(0)
+}
+
+ENTRY %main (a: bf16[2,640]) -> bf16[16,640] {
+  %ags = (bf16[2,640]{1,0}, bf16[16,640]{1,0}) all-gather-start(bf16[2,640]{1,0} %a), dimensions={0}
+  %agd = bf16[16,640]{1,0} all-gather-done((bf16[2,640]{1,0}, bf16[16,640]{1,0}) %ags)
+  %cps = (bf16[4,4]{1,0}, bf16[4,4]{1,0}, u32[], u32[]) collective-permute-start(bf16[4,4]{1,0} %b), source_target_pairs={{0,1}}
+  %cpd = bf16[4,4]{1,0} collective-permute-done(%cps)
+  %w = (s32[], bf16[8,128]{1,0}) while(%t), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"12"}}
+}
+"""
+
+
+def test_async_start_done_pairs_count_once_with_their_result_bytes():
+    from backends.jax_common.aot import collectives
+
+    found = collectives(ASYNC_HLO)
+    assert found["all-gather"] == {"count": 1, "bytes": 16 * 640 * 2}  # not the operand, not the done again
+    assert found["collective-permute"] == {"count": 1, "bytes": 4 * 4 * 2}  # not the u32[] context
+
+
+def test_a_collective_inside_a_while_loop_counts_trip_count_times():
+    from backends.jax_common.aot import collectives
+
+    assert collectives(ASYNC_HLO)["all-reduce"] == {"count": 12, "bytes": 12 * 8 * 128 * 2}
+
+
+COUNTED_LOOP_HLO = """HloModule m
+
+%body (p: (u32[], f32[4])) -> (u32[], f32[4]) {
+  %p = (u32[], f32[4]{0}) parameter(0)
+  %i = u32[] get-tuple-element(%p), index=0
+  %two = u32[] constant(2)
+  %one = u32[] constant(1)
+  %other = u32[] add(%i, %one)
+  %next = u32[] add(%i, %two)
+  %x = f32[4]{0} get-tuple-element(%p), index=1
+  %r = f32[4]{0} all-reduce(f32[4]{0} %x), to_apply=%add
+  ROOT %t = (u32[], f32[4]{0}) tuple(%next, %r)
+}
+
+%cond (p: (u32[], f32[4])) -> pred[] {
+  %p = (u32[], f32[4]{0}) parameter(0)
+  %i = u32[] get-tuple-element(%p), index=0
+  %limit = u32[] constant(7)
+  ROOT %lt = pred[] compare(%i, %limit), direction=LT
+}
+
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %zero = u32[] constant(1)
+  %start = u32[] copy(%zero)
+  %init = (u32[], f32[4]{0}) tuple(%start, %a)
+  %w = (u32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+}
+"""
+
+
+def test_a_loop_without_a_stated_trip_count_is_read_from_its_counter():
+    from backends.jax_common.aot import collectives
+
+    # i = 1, 3, 5: three iterations below 7 (the add of 1 elsewhere in the body is not the counter's)
+    assert collectives(COUNTED_LOOP_HLO)["all-reduce"] == {"count": 3, "bytes": 3 * 16}
+
+
+# --------------------------------------------------------------------------- FLOPs checked
+@pytest.mark.parametrize("compiled, flagged", [(0.71e12, True), (1.0e12, False), (1.6e12, True)])
+def test_the_flops_check_flags_a_ratio_outside_the_range_and_uses_the_larger(compiled, flagged):
+    program = _program(compiled, 1e6, 1)  # compute-bound: the FLOPs count sets the bound
+    shape = shape_projection(512, PLAN, [program], CHIP, 1.2, 1.0e12)
+    assert shape.flops_ratio == pytest.approx(compiled / 1.0e12)
+    assert (shape.flops_flag is not None) == flagged
+    used = max(compiled, 1.0e12) if flagged else compiled
+    assert shape.step_time_bound_s == pytest.approx(used / 197e12)
+    if compiled < 1e12:
+        assert "0.710" in shape.flops_flag and "bench's 1e+12" in shape.flops_flag
+
+
+# --------------------------------------------------------------------------- fit
+def test_the_optimizer_state_kept_beside_the_grad_program_is_counted_and_refused():
+    # 14 GiB peak fits the 15.75 GiB the compiler allows; with 2 GiB of optimizer state
+    # kept on device outside it, 16 GiB does not (the old check took 14 against 16).
+    alone = _collective_program(1e12, 1e9, 0, memory=14 * GIB)
+    with_state = _collective_program(1e12, 1e9, 0, memory=14 * GIB, kept=2 * GIB)
+    assert shape_projection(512, PLAN, [alone], ICI_CHIP, 1.2, 1e12).fits
+    refused = shape_projection(512, PLAN, [with_state], ICI_CHIP, 1.2, 1e12)
+    assert not refused.fits and refused.fit_bytes_per_device == 16 * GIB
+    assert refused.usable_hbm_bytes_per_device == int(15.75 * GIB) and refused.step_time_bound_s is None
+
+
+def test_the_compilers_stated_limit_wins_over_the_datasheet():
+    stated = Program(
+        name="p", runs_per_step=1, compile_s=1.0, memory_bytes=15 * GIB, memory={"compiler_hbm_bytes": 14 * GIB}
+    )
+    shape = shape_projection(512, PLAN, [stated], CHIP, 1.2, None)
+    assert not shape.fits and shape.usable_hbm_source.startswith("the compiler's limit")
+
+
+# --------------------------------------------------------------------------- real-token units
+def test_projected_rates_are_per_real_token_with_the_padded_beside():
+    shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.20, 3.9e12, real_fraction=0.5)
+    padded = 32 * 512 / shape.step_time_bound_s / 8
+    assert shape.tokens_per_s_per_chip_bound == pytest.approx(padded)
+    assert shape.real_tokens_per_s_per_chip_bound == pytest.approx(padded / 2)
+    assert shape.usd_per_1m_real_tokens_bound == pytest.approx(2 * shape.usd_per_1m_tokens_bound)
+
+
+# --------------------------------------------------------------------------- the fine-tune's compile and lengths
+def test_a_tpu_fine_tune_names_its_compile_host_and_never_adds_its_seconds():
+    ft = fine_tune(
+        examples=100,
+        epochs=1,
+        steps=10,
+        shapes=[512, 256],
+        setup_s=None,
+        compile_s_per_shape=475.0,
+        step_time_s=0.07,
+        basis="t",
+        compile_host="cpu-2c (not a TPU VM)",
+        compile_in_time=False,
+    )
+    assert ft.time_s == pytest.approx(10 * 0.07)  # no 2 x 475 s, no setup
+    assert ft.compile_s == pytest.approx(2 * 475.0) and ft.compile_host == "cpu-2c (not a TPU VM)"
+    assert ft.setup_s is None
+
+
+def test_every_length_met_has_a_bound_compiled_or_interpolated():
+    from harness.projection import length_bounds
+
+    bounds, basis = length_bounds({512: 0.05, 384: 0.04}, [512, 448, 256, 600, 384])
+    assert bounds[512] == 0.05 and basis[512] == "compiled"
+    assert bounds[448] == pytest.approx(0.045) and basis[448] == "interpolated between 384 and 512"
+    assert bounds[256] == pytest.approx(0.04 - 128 * 0.01 / 128) and basis[256].startswith("extrapolated")
+    assert bounds[600] == pytest.approx(0.05 + 88 * 0.01 / 128)
+    one, why = length_bounds({512: 0.05}, [256])
+    assert one[256] == pytest.approx(0.025) and why[256] == "scaled by length from 512"
+    assert length_bounds({512: 0.05, 384: 0.04}, [16])[0][16] == pytest.approx(0.04 - 368 * 0.01 / 128)
+
+
+def test_the_steady_step_is_the_mean_of_the_steps_not_their_median():
+    from harness.fine_tune import steady_step_s
+
+    raw = _raw([_step("measure", 1.0, 0), _step("measure", 1.0, 0), _step("measure", 4.0, 0)])
+    assert steady_step_s(raw) == pytest.approx(2.0)  # the median would say 1.0
+
+
+def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
+    from harness.display import projection_lines
+
+    shape = shape_projection(
+        512, PLAN, [_collective_program(0.71e12, 1e9, int(1e9), kept=GIB)], ICI_CHIP, 1.2, 1e12, real_fraction=0.5
+    )
+    ft = fine_tune(
+        examples=10,
+        epochs=1,
+        steps=2,
+        shapes=[512],
+        setup_s=None,
+        compile_s_per_shape=475.0,
+        step_time_s=0.1,
+        basis="b",
+        compile_host="cpu-2c (not a TPU VM)",
+        compile_in_time=False,
+        length_bounds={512: 0.05},
+        length_basis={512: "compiled"},
+    )
+    record = ProjectionRecord(
+        scenario={"name": "s", "variant": "default"},
+        backend="torchax",
+        slice=ICI_CHIP.to_json(),
+        price=None,
+        plan=PLAN,
+        shapes=[shape],
+        fine_tune=ft,
+        provenance={},
+    )
+    text = "\n".join(projection_lines(record))
+    assert "FLAGGED: FLOPs check: compiled 7.1e+11 / bench 1e+12 = 0.710" in text
+    assert "grad x1: compute 0.005076 s, HBM 0.001221 s, collectives 0.0025 s: bound by compute" in text
+    assert "fit: 2.00 GiB per device" in text and "of 15.75 GiB usable" in text
+    assert "real tokens/s per chip" in text and "padded tokens/s per chip" in text
+    assert "setup not projected" in text
+    assert "compile, apart (not in the time): 1 shapes x 475 s per shape = 7.9 min on cpu-2c (not a TPU VM)" in text
+    assert "512: 0.05 s (compiled)" in text
