@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 
 
-def on_tpu_vm() -> bool:
+def on_tpu_vm(dev: Path = Path("/dev")) -> bool:
     """Whether this host is a TPU VM: its chips are /dev/accel* (v4, v5e) or VFIO-bound
     (v5p, v6e). Read from the device files, never by importing a framework, so the core
     and every backend decide the same way before any runtime initialises."""
-    vfio = Path("/dev/vfio")
-    return any(Path("/dev").glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
+    vfio = dev / "vfio"
+    return any(dev.glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
 
 
 # Peak dense bf16 FLOP/s per chip, from the vendors' datasheets (metrics.md). A key

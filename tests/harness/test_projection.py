@@ -519,3 +519,32 @@ def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
     assert "setup not projected" in text
     assert "compile, apart (not in the time): 1 shapes x 475 s per shape = 7.9 min on cpu-2c (not a TPU VM)" in text
     assert "512: 0.05 s (compiled)" in text
+
+
+# --------------------------------------------------------------------------- accelerators (issue 37's figures)
+def test_a_tpu_vm_is_known_by_its_device_files(tmp_path):
+    from harness.accelerators import on_tpu_vm
+
+    assert not on_tpu_vm(tmp_path)
+    (tmp_path / "vfio").mkdir()
+    (tmp_path / "vfio" / "vfio").touch()  # the VFIO control node alone: no chip bound
+    assert not on_tpu_vm(tmp_path)
+    (tmp_path / "vfio" / "0").touch()
+    assert on_tpu_vm(tmp_path)
+    (accel := tmp_path / "accel").mkdir()
+    (accel / "accel0").touch()
+    assert on_tpu_vm(accel)
+
+
+def test_interconnect_peaks_and_unknown_keys():
+    from harness.accelerators import interconnect_bytes_per_s, is_unknown, peak_flops, usable_hbm
+
+    assert interconnect_bytes_per_s("tpu-v5p") == 1200e9 and interconnect_bytes_per_s("h100-sxm") == 900e9
+    assert interconnect_bytes_per_s("h200") == 900e9 and interconnect_bytes_per_s("cpu") is None
+    assert peak_flops("tpu-v5e") == 197e12 and peak_flops("cpu") is None
+    assert is_unknown("cuda-unknown") and not is_unknown("h100-sxm")
+    assert usable_hbm("tpu-v4") == (
+        int(32 * GIB * 63 / 64),
+        "datasheet less a 1.5625% reserve (v5e's compiler's share)",
+    )
+    assert usable_hbm("tpu-v5e")[1].startswith("the TPU compiler's limit")

@@ -145,3 +145,23 @@ def test_the_compile_host_is_named_and_is_not_a_tpu_vm():
 
     host = tpu_plan.compile_host()
     assert host.startswith(platform.node()) and f"{os.cpu_count()} CPUs" in host and host.endswith("not a TPU VM)")
+
+
+# --------------------------------------------------------------------------- the GPU calibration's arithmetic
+def test_gpu_calibration_puts_the_bound_beside_the_measured_step():
+    from benchmarks.gpu_calibration import calibration
+    from records import make_record
+
+    record = make_record(
+        [0.5, 0.7], backend="torchax", kind="cuda", device="NVIDIA H100 80GB HBM3", catalog_key="h100-sxm", chips=2
+    )
+    programs = _facts([512])["shapes"][0]
+    result = calibration(record, programs, 512)
+    grad = max(1e9 * 512 / 989e12, 2e9 / 3.35e12, 4_000_000 / 900e9)
+    update = max(1e6 / 989e12, 1e8 / 3.35e12)
+    assert result["bound_step_s"] == pytest.approx(8 * grad + update)
+    assert result["measured_step_s"] == pytest.approx(0.6)  # the mean of the measured steps
+    assert result["measured_over_bound"] == pytest.approx((8 * grad + update) / 0.6)
+    assert result["nvlink_bytes_per_s"] == 900e9 and result["accelerator"] == "2x h100-sxm"
+    unknown = make_record([0.5], backend="torchax", kind="cuda", device="X", catalog_key="a100-80gb")
+    assert calibration(unknown, programs, 512)["why_not"] == "no peak or HBM figure for a100-80gb"
