@@ -150,6 +150,7 @@ def test_the_compile_host_is_named_and_is_not_a_tpu_vm():
 # --------------------------------------------------------------------------- the GPU calibration's arithmetic
 def test_gpu_calibration_puts_the_bound_beside_the_measured_step():
     from benchmarks.gpu_calibration import calibration
+
     from records import make_record
 
     record = make_record(
