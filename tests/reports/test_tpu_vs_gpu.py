@@ -179,3 +179,24 @@ def test_the_tpu_fine_tune_keeps_this_hosts_compile_apart(page):
     grad, update = shape.terms
     assert ft.time_s == pytest.approx(256 * grad.bound_s + 32 * update.bound_s)
     assert ft.length_bounds == {512: grad.bound_s} and ft.length_basis == {512: "compiled"}
+
+
+def test_the_published_table_gives_no_ratio_until_a_bound_is_computed():
+    from dataclasses import replace
+
+    from harness import calibration
+
+    assert calibration.measured_over_bound("tpu-v6e") is None  # none re-projected yet: never guessed
+    bounded = replace(calibration.PUBLISHED[0], bound_tokens_per_s_per_chip=14277.78)
+    assert bounded.measured_over_bound == pytest.approx(7138.89 / 14277.78)
+    original = calibration.PUBLISHED
+    try:
+        calibration.PUBLISHED = (bounded,)
+        ratio, source = calibration.measured_over_bound("tpu-v6e")
+        assert (
+            ratio == pytest.approx(0.5)
+            and source == "github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8"
+        )
+        assert calibration.measured_over_bound("tpu-v5p") is None
+    finally:
+        calibration.PUBLISHED = original
