@@ -75,3 +75,31 @@ def test_a_projection_is_shown_apart_with_measured_over_projected():
     text = markdown(report)
     assert "Projected on TPU (compiler's bound, not measured)" in text
     assert len(report.sections[0].rows) == 2  # the projection is no measured row
+
+
+def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
+    from harness.projection import Program, ProjectionRecord, TpuSlice, shape_projection
+    from reports.model import build
+    from reports.render import html, markdown
+
+    chip = TpuSlice("tpu-v5e-8", "tpu-v5e", 8, "v5e:2x4", (2, 4, 1), 16 * 1024**3, 819e9, 197e12)
+    plan = {"rows_per_step": 32, "rows_per_forward": 32, "accumulation": 1, "devices": 8}
+    program = Program(name="p", runs_per_step=1, compile_s=2.0, memory_bytes=1024**3, flops=4e12, bytes_accessed=1e9)
+    shape = shape_projection(512, plan, [program], chip, 1.2, 5.6e12, real_fraction=0.5)
+    projection = ProjectionRecord(
+        scenario={"name": "tiny", "variant": "default"},
+        backend="torchax",
+        slice=chip.to_json(),
+        price=None,
+        plan=plan,
+        shapes=[shape],
+        provenance={},
+    )
+    report = build([make_record([0.5] * 4)], projections=[projection])
+    (row,) = report.projected
+    assert row.real_tokens_per_s_per_chip_bound == pytest.approx(row.tokens_per_s_per_chip_bound / 2)
+    assert row.usd_per_1m_real_bound == pytest.approx(2 * row.usd_per_1m_bound)
+    assert row.flops_flag.startswith("length 512: FLOPs check: compiled 4e+12 / bench 5.6e+12 = 0.714")
+    for text in (markdown(report), html(report)):
+        assert "real tokens/s/chip bound" in text and "padded tokens/s/chip bound" in text
+        assert "outside [0.9, 1.5]" in text
