@@ -548,3 +548,67 @@ def test_interconnect_peaks_and_unknown_keys():
         "datasheet less a 1.5625% reserve (v5e's compiler's share)",
     )
     assert usable_hbm("tpu-v5e")[1].startswith("the TPU compiler's limit")
+
+
+def test_a_projections_file_name_and_a_bad_file_refused_naming_it(tmp_path):
+    from harness.projection import load_projection, projection_filename
+
+    shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
+    record = ProjectionRecord(
+        scenario={"name": "w1", "variant": "padding=dynamic, x/y"},
+        backend="torchax",
+        slice={"name": "tpu-v5e-8"},
+        price=None,
+        plan=PLAN,
+        shapes=[shape],
+        provenance={},
+    )
+    assert projection_filename(record) == "w1__padding=dynamic-x-y__torchax__tpu-v5e-8.projection.json"
+    no_variant = record.model_copy(update={"scenario": {"name": "w1"}})
+    assert projection_filename(no_variant) == "w1__default__torchax__tpu-v5e-8.projection.json"
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    good = nested / projection_filename(record)
+    good.write_text(json.dumps(record.to_json()))
+    (tmp_path / "a" / "other.json").write_text("{}")  # not a projection's name: not read
+    (loaded,) = load_projections([tmp_path])
+    assert loaded.path == str(good) and loaded.scenario["variant"] == "padding=dynamic, x/y"
+    assert [p.path for p in load_projections([good, tmp_path / "a" / "other.json"])] == [str(good)]
+    wrong = tmp_path / "wrong.projection.json"
+    wrong.write_text(json.dumps({"schema": "bench.result"}))
+    with pytest.raises(ValueError, match=rf"^{wrong}: not a bench projection$"):
+        load_projection(wrong)
+    broken = tmp_path / "broken.projection.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=rf"^{broken}: Expecting property name"):
+        load_projection(broken)
+    with pytest.raises(ValueError, match="missing.projection.json: "):
+        load_projection(tmp_path / "missing.projection.json")
+
+
+def test_refusals_name_the_slice_and_what_is_known():
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("gpu-8")
+    assert str(raised.value).endswith("gpu-8: expected a TPU slice such as tpu-v5e-8, tpu-v5p-8 or tpu-v6e-8")
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("v3-8", source="slices[0]")
+    assert str(raised.value) == (
+        "slices[0]: v3-8: no HBM and peak figures for tpu-unknown (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e)"
+    )
+    lite = tpu_slice("tpu-v5litepod-16")
+    assert (lite.catalog_key, lite.chips, lite.topology, lite.host_bounds) == ("tpu-v5e", 16, "v5e:4x4", (2, 4, 1))
+    assert tpu_slice("v4-16").topology == "v4:2x2x2" and tpu_slice("v4-16").host_bounds == (2, 2, 1)
+
+
+def test_lengths_between_four_compiled_ones_use_their_two_neighbours():
+    from harness.projection import length_bounds
+
+    compiled = {128: 0.02, 256: 0.03, 384: 0.05, 512: 0.08}
+    bounds, basis = length_bounds(compiled, [300, 200, 600, 64])
+    assert bounds[300] == pytest.approx(0.03 + 44 * 0.02 / 128) and basis[300] == "interpolated between 256 and 384"
+    assert bounds[200] == pytest.approx(0.02 + 72 * 0.01 / 128) and basis[200] == "interpolated between 128 and 256"
+    assert bounds[600] == pytest.approx(0.08 + 88 * 0.03 / 128) and basis[600] == "extrapolated from 384 and 512"
+    assert bounds[64] == pytest.approx(0.02 - 64 * 0.01 / 128) and basis[64] == "extrapolated from 128 and 256"
+    one, _ = length_bounds({512: 0.05}, [256, 128, 512])
+    assert one == {256: pytest.approx(0.025), 128: pytest.approx(0.0125), 512: 0.05}
+    assert length_bounds({100: 0.5, 200: 0.1}, [300])[0][300] == 0.0  # a falling line stops at zero

@@ -166,3 +166,128 @@ def test_gpu_calibration_puts_the_bound_beside_the_measured_step():
     assert result["nvlink_bytes_per_s"] == 900e9 and result["accelerator"] == "2x h100-sxm"
     unknown = make_record([0.5], backend="torchax", kind="cuda", device="X", catalog_key="a100-80gb")
     assert calibration(unknown, programs, 512)["why_not"] == "no peak or HBM figure for a100-80gb"
+
+
+# --------------------------------------------------------------------------- the record and the worker's call
+def test_the_record_names_its_scenario_backend_slice_plan_and_provenance(projected):
+    from harness.loader import resolve_runs
+    from harness.metrics import FlopsModel
+
+    record, asked, tmp_path = projected
+    run = resolve_runs(
+        "scenarios/padding.yaml",
+        {"model.preset": "tiny-gemma3", "data.num_examples": 48, "sequence.padding": "dynamic"},
+        None,
+    )[0]
+    assert record.scenario == {
+        "name": run.scenario.name,
+        "file": "scenarios/padding.yaml",
+        "variant": run.variant,
+        "hash": run.scenario_hash,
+        "profile": None,
+        "resolved": run.scenario.model_dump(mode="json"),
+    }
+    assert record.backend == "torchax" and record.slice["name"] == "tpu-v5e-8" and record.plan["devices"] == 8
+    assert record.provenance["libraries"] == {"jax": "0.0"} and record.provenance["command"] == []
+    assert record.provenance["python"] == tpu_plan.tpu_python() and record.provenance["created_at"].endswith("Z")
+    assert record.path and record.path.endswith(".projection.json")
+    plan = record.plan
+    # bench's count: every row of the forward padded to the length, LoRA's adapters, split over the devices
+    model = FlopsModel(run.scenario.model.architecture(), lora=True, adapter_params=plan["trainable_params"])
+    for shape in record.shapes:
+        by_hand = model.executed_flops([shape.seq_len] * plan["rows_per_forward"]) / 8
+        assert shape.bench_flops_per_device_per_forward == pytest.approx(by_hand)
+    # micro_batch auto plans against one chip's HBM (the slice's datasheet figure)
+    assert plan["rows_per_forward"] * plan["accumulation"] == plan["rows_per_step"]
+
+
+FAKE_WORKER = """#!/bin/sh
+# a stand-in for the TPU interpreter: `-m backends.jax_common.aot_worker JOB FACTS`
+case "$MODE" in
+  ok) python3 -c "import json,sys; job=json.load(open(sys.argv[1])); json.dump({'shapes': [], 'job': job}, open(sys.argv[2], 'w'))" "$3" "$4" ;;
+  fail) echo "Traceback" >&2; echo "ValueError: no good" >&2; exit 3 ;;
+  libtpu) echo "ModuleNotFoundError: No module named 'libtpu'" >&2; exit 1 ;;
+  slow) sleep 30 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("mode", ["ok", "fail", "libtpu", "slow", "missing"])
+def test_the_worker_is_called_with_the_job_and_its_failures_are_said(tmp_path, monkeypatch, mode):
+    from harness import plan as plans
+    from harness import registry
+    from harness.loader import resolve_runs
+    from harness.projection import tpu_slice
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_WORKER)
+    fake.chmod(0o755)
+    monkeypatch.setenv("BENCH_PYTHON_TPU", str(fake if mode != "missing" else tmp_path / "nowhere"))
+    monkeypatch.setenv("MODE", mode)
+    run = resolve_runs("scenarios/tiny.yaml", {}, None)[0]
+    chip = tpu_slice("tpu-v5e-8")
+    info = registry.get("torchax")
+    plan = plans.resolve(run.scenario, "tpu", 8, info.capabilities, "t", device_memory_bytes=chip.hbm_bytes)
+    limit = 1 if mode == "slow" else 120
+    request = tpu_plan.CompileRequest("scenarios/tiny.yaml", "torchax", ["tpu-v5e-8"], timeout_s=limit)
+    call = lambda: tpu_plan._compile(request, run, plan, chip, [256, 128], "torchax")  # noqa: E731
+    if mode == "ok":
+        job = call()["job"]
+        assert job["seq_lens"] == [256, 128] and job["backend"] == "torchax" and job["source"] == run.source
+        assert job["slice"] == chip.to_json() and job["plan"] == plan.model_dump(mode="json")
+        assert job["scenario"] == run.document
+        return
+    with pytest.raises(BackendUnavailable) as raised:
+        call()
+    said = {
+        "fail": "the compile for tpu-v5e-8 failed: ValueError: no good",
+        "libtpu": "cannot compile for tpu-v5e-8 here: ModuleNotFoundError: No module named 'libtpu' (install the tpu "
+        "extra: pip install -e '.[tpu]'; BENCH_PYTHON_TPU)",
+        "slow": "the compile for tpu-v5e-8 took longer than 1 s (--timeout)",
+        "missing": f"BENCH_PYTHON_TPU={tmp_path / 'nowhere'}: no such interpreter",
+    }[mode]
+    assert str(raised.value) == said
+
+
+def test_one_compile_is_enough_and_the_profile_is_the_requests(tmp_path, monkeypatch):
+    monkeypatch.setattr(tpu_plan, "_compile", lambda request, run, plan, chip, lengths, backend: _facts(lengths))
+    request = tpu_plan.CompileRequest(
+        "scenarios/gemma270m.yaml",
+        "torchax",
+        ["tpu-v5p-8"],
+        overrides={"model.preset": "tiny-gemma3"},
+        profile="cpu",
+        results_dir=tmp_path,
+        max_compiles=1,
+        command=["bench", "plan"],
+    )
+    (record,) = tpu_plan.project(request)
+    assert record.scenario["profile"]["name"] == "cpu" and len(record.shapes) == 1
+    assert record.scenario["resolved"]["sequence"]["max_length"] == 256  # the cpu profile's sequence
+    assert record.provenance["command"] == ["bench", "plan"]
+    assert record.price["accelerator"] == "tpu-v5p"
+
+
+def test_a_shape_that_does_not_fit_leaves_no_fine_tune():
+    from harness.projection import Program, shape_projection, tpu_slice
+
+    chip = tpu_slice("tpu-v5e-8")
+    plan = {"rows_per_step": 8, "rows_per_forward": 8, "accumulation": 1, "devices": 8}
+    fits = shape_projection(
+        256,
+        plan,
+        [Program(name="g", runs_per_step=1, compile_s=1.0, memory_bytes=GIB, flops=1e9, bytes_accessed=1e9)],
+        chip,
+        1.0,
+        1e9,
+    )
+    too_big = shape_projection(
+        512,
+        plan,
+        [Program(name="g", runs_per_step=1, compile_s=1.0, memory_bytes=20 * GIB, flops=1e9, bytes_accessed=1e9)],
+        chip,
+        1.0,
+        1e9,
+    )
+    assert tpu_plan._tpu_fine_tune(None, [fits, too_big], chip, 1.0) is None
+    assert tpu_plan._tpu_fine_tune(None, [], chip, 1.0) is None
