@@ -612,3 +612,91 @@ def test_lengths_between_four_compiled_ones_use_their_two_neighbours():
     one, _ = length_bounds({512: 0.05}, [256, 128, 512])
     assert one == {256: pytest.approx(0.025), 128: pytest.approx(0.0125), 512: 0.05}
     assert length_bounds({100: 0.5, 200: 0.1}, [300])[0][300] == 0.0  # a falling line stops at zero
+
+
+# --------------------------------------------------------------------------- exact words and edges (the mutation check)
+def test_the_flops_flag_says_which_count_and_why_in_both_directions():
+    from harness.projection import flops_check
+
+    assert flops_check(0.9e12, 1e12) == (pytest.approx(0.9), 0.9e12, None)  # the range's ends are inside
+    assert flops_check(1.5e12, 1e12) == (pytest.approx(1.5), 1.5e12, None)
+    assert flops_check(None, 1e12) == (None, None, None) and flops_check(1e12, None) == (None, 1e12, None)
+    low = flops_check(0.5e12, 1e12)
+    assert low[1] == 1e12 and low[2] == (
+        "FLOPs check: compiled 5e+11 / bench 1e+12 = 0.500, outside [0.9, 1.5]: the compute term uses the larger, "
+        "bench's 1e+12, because the compiler counts less work than the step does (a while loop's body counted once: "
+        "docs/measurements.md, issue 37)"
+    )
+    high = flops_check(2e12, 1e12)
+    assert high[1] == 2e12 and high[2] == (
+        "FLOPs check: compiled 2e+12 / bench 1e+12 = 2.000, outside [0.9, 1.5]: the compute term uses the larger, "
+        "the compiler's 2e+12, because the compiler counts work bench's convention leaves out (recomputation, "
+        "padding, extra ops)"
+    )
+
+
+def test_a_program_filling_usable_hbm_exactly_fits_and_one_without_flops_has_no_terms():
+    exact = _collective_program(1e12, 1e9, 0, memory=int(15.75 * GIB))
+    shape = shape_projection(512, PLAN, [exact], ICI_CHIP, 1.2, 1e12)
+    assert shape.fits and shape.flops_per_device_per_forward == 1e12
+    assert Program(name="p", runs_per_step=1, compile_s=0, memory_bytes=1, bytes_accessed=1e9).terms(CHIP) is None
+    assert Program(name="p", runs_per_step=1, compile_s=0, memory_bytes=1, flops=1e9).terms(CHIP) is None
+
+
+def test_a_fine_tune_is_paid_for_one_chip_unless_told():
+    ft = fine_tune(
+        examples=1,
+        epochs=1,
+        steps=1,
+        shapes=[8],
+        setup_s=0.0,
+        compile_s_per_shape=0.0,
+        step_time_s=3600.0,
+        basis="b",
+        usd_per_chip_hour=2.0,
+    )
+    assert ft.usd == pytest.approx(2.0)
+
+
+def test_the_compile_costs_read_every_kind_of_step():
+    from harness.fine_tune import compile_costs, steady_step_s
+
+    steps = [
+        {"phase": "warmup", "time_s": 7.0, "num_compiles": 3, "seq_len": 128},  # an old record: one length a step
+        {"phase": "warmup", "time_s": 4.0, "num_compiles": 1, "seq_lens": [256, 64]},
+        {"phase": "measure", "time_s": 1.0, "num_compiles": 0, "seq_lens": [256]},
+        {"phase": "measure", "time_s": 0.5, "num_compiles": 0, "seq_lens": [256]},  # faster than steady: no compile
+    ]
+    first, lengths, per_shape = compile_costs({"loop": {"steps": steps}}, 1.0)
+    assert (first, lengths) == (pytest.approx(6.0 + 3.0), [64, 128, 256])
+    assert per_shape == pytest.approx(9.0 / 3)  # no measured step compiled: the first compile per length
+    steps.append({"phase": "measure", "time_s": 2.5, "num_compiles": 2, "seq_lens": [512]})
+    assert compile_costs({"loop": {"steps": steps}}, 1.0)[2] == pytest.approx(1.5 / 2)
+    cheap = [{"phase": "warmup", "time_s": 0.5, "num_compiles": 1, "seq_lens": [8]}, *steps[2:4]]
+    assert compile_costs({"loop": {"steps": cheap}}, 1.0)[0] == 0.0  # never below nothing
+    # every measured step compiled: the steps less their compile seconds; a step without them is left out
+    compiled = [
+        {"phase": "measure", "time_s": 3.0, "num_compiles": 1, "compile_s": 2.0},
+        {"phase": "measure", "time_s": 5.0, "num_compiles": 1},
+    ]
+    assert steady_step_s({"loop": {"steps": compiled}}) == pytest.approx(1.0)
+    assert steady_step_s({"loop": {"steps": compiled[1:]}}) is None
+
+
+def test_the_fine_tunes_epochs_are_the_workloads():
+    from types import SimpleNamespace
+
+    from harness.fine_tune import epochs_of
+
+    assert epochs_of(SimpleNamespace(workload=SimpleNamespace(epochs=3))) == 3
+    assert epochs_of(SimpleNamespace(workload=None)) == 1
+
+
+def test_slice_names_count_chips_and_devices_have_keys():
+    from harness.accelerators import catalog_key, chips_in_slice, identify
+
+    assert chips_in_slice("V5LITEPOD-16") == 16 and chips_in_slice("v5litepod-4") == 4
+    with pytest.raises(ValueError, match=r"^not a TPU slice name: 'h100-8'$"):
+        chips_in_slice("h100-8")
+    assert catalog_key("cpu", "anything") == "cpu" and catalog_key("gpu", "x") == "gpu-unknown"
+    assert identify("cuda", None) is None and identify("metal", "TPU v4") is None

@@ -291,3 +291,13 @@ def test_a_shape_that_does_not_fit_leaves_no_fine_tune():
     )
     assert tpu_plan._tpu_fine_tune(None, [fits, too_big], chip, 1.0) is None
     assert tpu_plan._tpu_fine_tune(None, [], chip, 1.0) is None
+
+
+def test_a_workers_program_facts_become_a_programs_fields():
+    refused = tpu_plan._program(
+        {"name": "g", "runs_per_step": 2, "compile_s": 3.0, "out_of_memory": "Used 20G of 15.75G hbm", "memory": {}}
+    )
+    assert refused["memory_bytes"] == 0 and refused["out_of_memory"] == "Used 20G of 15.75G hbm"
+    assert refused["resident_outside_bytes"] == 0 and refused["collectives"] == {} and refused["flops"] is None
+    bare = tpu_plan._program({"name": "g", "runs_per_step": 1, "compile_s": 1.0})
+    assert bare["memory"] == {} and bare["memory_bytes"] == 0 and bare["out_of_memory"] is None

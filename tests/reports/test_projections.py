@@ -103,3 +103,26 @@ def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
     for text in (markdown(report), html(report)):
         assert "real tokens/s/chip bound" in text and "padded tokens/s/chip bound" in text
         assert "outside [0.9, 1.5]" in text
+
+
+def test_a_measured_fine_tune_says_its_record_setup_and_compile_host():
+    from harness.fine_tune import from_record
+    from harness.loader import validate
+    from harness.result import as_records
+
+    raw = _padding_records()[0]
+    raw["accelerator"].update(count=2, catalog_key="h100-sxm", kind="cuda")
+    (record,) = as_records([raw])
+    scenario = validate(record.scenario.resolved, "t")
+    ft = from_record(record, scenario, 3.0)
+    assert ft.basis == (
+        f"measured: record {record.run_id} (setup, first compile, compile seconds per new shape, mean steady step)"
+    )
+    assert ft.compile_host == "h100-sxm (the measured run's own)" and ft.compile_in_time and ft.setup_s == 1.0
+    assert ft.usd == pytest.approx(2 * ft.time_s / 3600 * 3.0)
+    raw["raw"].pop("setup_s")
+    (no_setup,) = as_records([raw])
+    ft = from_record(no_setup, scenario)
+    assert ft.setup_s is None and "(setup not recorded: not projected, first compile" in ft.basis and ft.usd is None
+    raw["raw"]["loop"] = None
+    assert from_record(as_records([raw])[0], scenario) is None
