@@ -700,3 +700,39 @@ def test_slice_names_count_chips_and_devices_have_keys():
         chips_in_slice("h100-8")
     assert catalog_key("cpu", "anything") == "cpu" and catalog_key("gpu", "x") == "gpu-unknown"
     assert identify("cuda", None) is None and identify("metal", "TPU v4") is None
+
+
+def test_larger_slices_lay_out_their_hosts_and_a_missing_size_lists_the_known():
+    big = tpu_slice("v5p-64")  # 32 chips: 2x4x4, 4 chips a host as 2x2x1
+    assert (big.topology, big.host_bounds) == ("v5p:2x4x4", (2, 2, 1))
+    wide = tpu_slice("tpu-v5e-32")
+    assert (wide.topology, wide.host_bounds) == ("v5e:4x8", (2, 4, 1))
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("tpu-v5e-6")
+    assert str(raised.value) == (
+        "--compile-for: tpu-v5e-6: 6 chips: no tpu-v5e topology known here (chips: 1, 4, 8, 16, 32, 64, 128, 256)"
+    )
+    from harness.projection import projection_filename
+
+    record = ProjectionRecord(
+        scenario={"name": "w1", "variant": "Padding=Dynamic"},
+        backend="b",
+        slice={"name": "s"},
+        price=None,
+        plan=PLAN,
+        shapes=[],
+        provenance={},
+    )
+    assert projection_filename(record) == "w1__Padding=Dynamic__b__s.projection.json"
+
+
+def test_small_compile_excesses_and_a_single_first_length():
+    from harness.fine_tune import compile_costs
+
+    steps = [
+        {"phase": "warmup", "time_s": 5.0, "num_compiles": 1, "seq_lens": [128]},
+        {"phase": "measure", "time_s": 1.0, "num_compiles": 0, "seq_lens": [128]},
+    ]
+    assert compile_costs({"loop": {"steps": steps}}, 1.0) == (pytest.approx(4.0), [128], pytest.approx(4.0))
+    steps.append({"phase": "measure", "time_s": 1.5, "num_compiles": 1, "seq_lens": [64]})
+    assert compile_costs({"loop": {"steps": steps}}, 1.0)[2] == pytest.approx(0.5)

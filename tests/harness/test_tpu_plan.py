@@ -134,6 +134,14 @@ def test_the_tpu_interpreter_and_the_workers_failures_say_why(monkeypatch):
     assert tpu_plan._worker_failure(missing, chip).startswith("cannot compile for tpu-v5e-8 here: ModuleNotFoundError")
     other = subprocess.CompletedProcess([], 3, "", "boom\n\nValueError: bad shape\n")
     assert tpu_plan._worker_failure(other, chip) == "the compile for tpu-v5e-8 failed: ValueError: bad shape"
+    # each sign of a missing libtpu alone says so
+    for stderr in (
+        "No module named 'libtpu' while importing\nRuntimeError: x\n",
+        "no TPU platform found\nRuntimeError: x\n",
+        "RuntimeError: libtpu init\n",
+    ):
+        said = tpu_plan._worker_failure(subprocess.CompletedProcess([], 1, "", stderr), chip)
+        assert said.startswith("cannot compile for tpu-v5e-8 here: RuntimeError"), stderr
     silent = subprocess.CompletedProcess([], 9, "", "")
     assert tpu_plan._worker_failure(silent, chip) == "the compile for tpu-v5e-8 failed: exit 9"
     assert issubclass(BackendUnavailable, Exception)
