@@ -1,7 +1,7 @@
 """The LM head's matmul and its VJP alone, compiled deviceless for TPU slices: where the
 compiler's FLOPs count for W1 goes on the one-TensorCore generations (issue 37).
 
-    BENCH: /work/main/.venv-tpu/bin/python benchmarks/head_matmul_flops.py [--hidden 640 --vocab 262144 --tokens 2048]
+    PYTHONPATH=$PWD .venv-tpu/bin/python benchmarks/head_matmul_flops.py [--hidden 640 --vocab 262144 --tokens 2048]
 
 W1 (Gemma 3 270M) per device per forward pass: 4 rows x 512 tokens = 2,048 tokens; the
 tied 262,144 x 640 embedding is the head's weight, frozen (LoRA), sharded on dim 0 over
@@ -62,33 +62,38 @@ def main() -> int:
             return jnp.mean(jax.nn.logsumexp(logits, axis=-1) - picked)
 
         for name, fn in (("forward", loss), ("forward+input-grad", jax.value_and_grad(loss))):
-            begun = time.perf_counter()
-            with mesh:
-                compiled = jax.jit(fn).lower(h, w, labels).compile()
-            cost = compiled.cost_analysis()
-            cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-            text = compiled.as_text()
-            if args.hlo_dir:
-                os.makedirs(args.hlo_dir, exist_ok=True)
-                safe = f"{topology.replace(':', '_')}_{name.replace('+', '_')}.hlo.txt"
-                with open(os.path.join(args.hlo_dir, safe), "w") as out:
-                    out.write(text)
-            expected = hand * (2 if "grad" in name else 1)
-            print(
-                json.dumps(
-                    {
-                        "slice": topology,
-                        "program": name,
-                        "compile_s": round(time.perf_counter() - begun, 1),
-                        "flops_per_device": cost.get("flops"),
-                        "hand_count_per_device": expected,
-                        "compiled_over_hand": round(cost.get("flops", 0) / expected, 3),
-                        "dots": dots(text),
-                    }
-                ),
-                flush=True,
-            )
+            report(topology, name, fn, mesh, (h, w, labels), hand * (2 if "grad" in name else 1), args.hlo_dir)
     return 0
+
+
+def report(topology, name, fn, mesh, inputs, expected, hlo_dir) -> None:
+    """Compile `fn` for the inputs on the mesh; print its FLOPs per device beside the hand count, and its dots."""
+    import jax
+
+    begun = time.perf_counter()
+    with mesh:
+        compiled = jax.jit(fn).lower(*inputs).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    text = compiled.as_text()
+    if hlo_dir:
+        os.makedirs(hlo_dir, exist_ok=True)
+        with open(os.path.join(hlo_dir, f"{topology.replace(':', '_')}_{name.replace('+', '_')}.hlo.txt"), "w") as out:
+            out.write(text)
+    print(
+        json.dumps(
+            {
+                "slice": topology,
+                "program": name,
+                "compile_s": round(time.perf_counter() - begun, 1),
+                "flops_per_device": cost.get("flops"),
+                "hand_count_per_device": expected,
+                "compiled_over_hand": round(cost.get("flops", 0) / expected, 3),
+                "dots": dots(text),
+            }
+        ),
+        flush=True,
+    )
 
 
 _COMP = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$")
