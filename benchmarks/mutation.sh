@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Mutation check of the formula modules (harness/metrics.py, harness/cost.py,
-# harness/gate.py, reports/stats.py, reports/compare.py, reports/factors.py): mutmut
+# harness/gate.py, reports/stats.py, reports/compare.py, reports/factors.py, and the
+# projection's: harness/projection.py, harness/fine_tune.py, harness/tpu_plan.py,
+# harness/accelerators.py): mutmut
 # (pinned in pyproject's `mutation` extra, configured in [tool.mutmut]) changes one thing
 # at a time in them and runs their fast tests; a mutant no test fails is a survivor.
 # Run from the repository root:

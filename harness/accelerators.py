@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 
 
-def on_tpu_vm() -> bool:
+def on_tpu_vm(dev: Path = Path("/dev")) -> bool:
     """Whether this host is a TPU VM: its chips are /dev/accel* (v4, v5e) or VFIO-bound
     (v5p, v6e). Read from the device files, never by importing a framework, so the core
     and every backend decide the same way before any runtime initialises."""
-    vfio = Path("/dev/vfio")
-    return any(Path("/dev").glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
+    vfio = dev / "vfio"
+    return any(dev.glob("accel*")) or (vfio.is_dir() and any(p.name != "vfio" for p in vfio.iterdir()))
 
 
 # Peak dense bf16 FLOP/s per chip, from the vendors' datasheets (metrics.md). A key
@@ -54,6 +54,51 @@ HBM_BYTES_PER_S: dict[str, float] = {
     "tpu-v5p": 2765e9,  # 2,765 GB/s
     "tpu-v6e": 1640e9,  # 1,640 GB/s
 }
+
+# Usable HBM per chip: what a compiled program may fill. The compiler's own limit where
+# it states one (v5e: "exceeds available HBM (15.75G)", docs/measurements.md, issue 28),
+# else the datasheet where it already is the user-allocatable figure (v5p: 95 GiB of 96
+# physical, cloud.google.com/tpu/docs/v5p), else the datasheet less HBM_RESERVE_FRACTION.
+HBM_RESERVE_FRACTION = 1 / 64  # the share v5e's compiler withholds (16 GiB -> 15.75 GiB)
+HBM_USABLE_BYTES: dict[str, tuple[int, str]] = {
+    "tpu-v5e": (int(15.75 * 1024**3), "the TPU compiler's limit (its out-of-memory message: 15.75G)"),
+    "tpu-v5p": (95 * 1024**3, "datasheet, already user-allocatable (96 GiB physical)"),
+}
+
+
+def usable_hbm(key: str) -> tuple[int, str] | None:
+    """(bytes a program may use per chip, where that figure comes from), or None."""
+    if key in HBM_USABLE_BYTES:
+        return HBM_USABLE_BYTES[key]
+    if key not in HBM_BYTES:
+        return None
+    reserve = HBM_RESERVE_FRACTION
+    return int(HBM_BYTES[key] * (1 - reserve)), f"datasheet less a {reserve:.4%} reserve (v5e's compiler's share)"
+
+
+# Inter-chip bandwidth per chip, bytes/s, bidirectional (every link of the chip, both
+# ways): what the projection's collectives term divides a device's collective bytes by.
+ICI_BYTES_PER_S: dict[str, float] = {
+    "tpu-v5e": 400e9,  # cloud.google.com/tpu/docs/v5e: bidirectional ICI bandwidth per chip 400 GBps (1,600 Gbps)
+    "tpu-v5p": 1200e9,  # cloud.google.com/tpu/docs/v5p: bidirectional ICI bandwidth per chip 1,200 GBps
+    "tpu-v6e": 800e9,  # cloud.google.com/tpu/docs/v6e: bidirectional ICI bandwidth per chip 800 GBps
+}
+# The GPU side of the same bound (the calibration on a measured card): NVLink per GPU,
+# bidirectional, and HBM bandwidth, from NVIDIA's datasheets.
+NVLINK_BYTES_PER_S: dict[str, float] = {
+    "h100-sxm": 900e9,  # NVIDIA H100 datasheet: NVLink 900 GB/s (SXM5)
+    "h200": 900e9,  # NVIDIA H200 datasheet: NVLink 900 GB/s
+}
+GPU_HBM_BYTES_PER_S: dict[str, float] = {
+    "h100-sxm": 3.35e12,  # NVIDIA H100 datasheet: 3.35 TB/s (SXM5, 80 GB HBM3)
+    "h200": 4.8e12,  # NVIDIA H200 datasheet: 4.8 TB/s (141 GB HBM3e)
+}
+
+
+def interconnect_bytes_per_s(key: str) -> float | None:
+    """A chip's inter-chip bandwidth (ICI on a TPU, NVLink on a GPU), or None if unknown."""
+    return ICI_BYTES_PER_S.get(key) or NVLINK_BYTES_PER_S.get(key)
+
 
 # Generations whose slice names count TensorCores, two per chip.
 _CORES_PER_CHIP = {"tpu-v4": 2, "tpu-v5p": 2}

@@ -235,28 +235,67 @@ def projection_lines(record) -> list[str]:
                 f"{fmt(p.bytes_accessed, '.4g')} bytes accessed per device; collectives: {moved}"
             )
         if s.fits:
-            bench = s.bench_flops_per_device_per_forward
-            ratio = (
-                f" (harness count {bench:.4g}: HLO / harness {s.flops_per_device_per_forward / bench:.3f})"
-                if bench
-                else ""
-            )
-            lines.append(f"    FLOPs per device per forward pass: {fmt(s.flops_per_device_per_forward, '.4g')}{ratio}")
-            lines.append(
-                f"    bound: step >= {fmt(s.step_time_bound_s, '.4g')} s, <= {fmt(s.tokens_per_s_per_chip_bound, '.4g')} "
-                f"tokens/s per chip, >= ${fmt(s.usd_per_1m_tokens_bound, '.4g')} per 1M tokens"
-            )
+            lines.extend(projection_shape_lines(s))
     ft = record.fine_tune
     if ft is not None:
-        usd = f", ${ft.usd:.2f}" if ft.usd is not None else ""
-        lines.append(
-            f"  projected fine-tune: {ft.steps} steps ({ft.examples} examples x {ft.epochs} epochs), "
-            f"{ft.compiles} compiles, {ft.time_s / 60:.2f} min{usd} ({ft.basis})"
-        )
+        lines.extend(projected_fine_tune_lines(ft))
     if record.price:
         p = record.price
         lines.append(
             f"  price {p['accelerator']}: ${p['usd_per_chip_hour']}/chip-h ({p['pricing']}; {p['source']}, {p['date']})"
+        )
+    return lines
+
+
+def projection_shape_lines(s) -> list[str]:
+    """A fitting shape's FLOPs check, fit, bound terms and rates (real tokens, padded beside)."""
+    gib = 1024**3
+    bench = s.bench_flops_per_device_per_forward
+    ratio = f" (harness count {bench:.4g}: HLO / harness {s.flops_ratio:.3f})" if bench and s.flops_ratio else ""
+    lines = [f"    FLOPs per device per forward pass: {fmt(s.flops_per_device_per_forward, '.4g')}{ratio}"]
+    if s.flops_flag:
+        lines.append(f"    FLAGGED: {s.flops_flag}")
+    if s.fit_bytes_per_device is not None:
+        lines.append(
+            f"    fit: {s.fit_bytes_per_device / gib:.2f} GiB per device (largest program + state kept on device "
+            f"outside it) of {s.usable_hbm_bytes_per_device / gib:.2f} GiB usable ({s.usable_hbm_source})"
+        )
+    for t in s.terms:
+        ici = f"{t.collectives_s:.4g} s" if t.collectives_s is not None else "no ICI figure"
+        lines.append(
+            f"    {t.program} x{t.runs_per_step}: compute {t.compute_s:.4g} s, HBM {t.hbm_s:.4g} s, "
+            f"collectives {ici}: bound by {t.bound_by}"
+        )
+    real = (
+        f"<= {fmt(s.real_tokens_per_s_per_chip_bound, '.4g')} real tokens/s per chip, >= "
+        f"${fmt(s.usd_per_1m_real_tokens_bound, '.4g')} per 1M real tokens (real/padded {s.real_fraction:.3f}); "
+        if s.real_fraction
+        else ""
+    )
+    lines.append(
+        f"    bound: step >= {fmt(s.step_time_bound_s, '.4g')} s, {real}<= {fmt(s.tokens_per_s_per_chip_bound, '.4g')} "
+        f"padded tokens/s per chip, >= ${fmt(s.usd_per_1m_tokens_bound, '.4g')} per 1M padded tokens"
+    )
+    return lines
+
+
+def projected_fine_tune_lines(ft) -> list[str]:
+    """The whole fine-tune: its time and $, setup stated, compiles apart where another host measured them."""
+    usd = f", ${ft.usd:.2f}" if ft.usd is not None else ""
+    setup = f"setup {ft.setup_s:.1f} s" if ft.setup_s is not None else "setup not projected"
+    lines = [
+        f"  projected fine-tune: {ft.steps} steps ({ft.examples} examples x {ft.epochs} epochs), "
+        f"{ft.compiles} compiles, {ft.time_s / 60:.2f} min{usd}; {setup} ({ft.basis})"
+    ]
+    if not ft.compile_in_time:
+        lines.append(
+            f"    compile, apart (not in the time): {ft.compiles} shapes x {ft.compile_s_per_shape:.0f} s per shape "
+            f"= {ft.compile_s / 60:.1f} min on {ft.compile_host}"
+        )
+    if ft.length_bounds:
+        lines.append(
+            "    per length met (one micro-batch's bound): "
+            + ", ".join(f"{n}: {b:.4g} s ({ft.length_basis.get(n, '')})" for n, b in sorted(ft.length_bounds.items()))
         )
     return lines
 

@@ -13,7 +13,7 @@ No framework: the harness's data pipeline (numpy, tokenizers) only.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.projection import FineTune, fine_tune, fine_tune_steps
@@ -28,6 +28,17 @@ class FineTuneWork:
     steps: int
     shapes: list[int]  # distinct padded lengths, in the order the run meets them
     padded_tokens_per_step: float  # mean over the fine-tune's steps
+    # Per padded length: the micro-batches of the whole fine-tune at it, and their real
+    # tokens over their padded tokens (what turns a padded-token rate into a real one).
+    micro_batches: dict[int, int] = field(default_factory=dict)
+    real_fraction: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def real_fraction_overall(self) -> float | None:
+        """Real / padded tokens over every micro-batch of the fine-tune."""
+        padded = sum(n * count for n, count in self.micro_batches.items())
+        real = sum(n * count * self.real_fraction[n] for n, count in self.micro_batches.items())
+        return real / padded if padded else None
 
 
 def epochs_of(scenario) -> int:
@@ -35,9 +46,27 @@ def epochs_of(scenario) -> int:
     return scenario.workload.epochs if scenario.workload is not None else 1
 
 
+_WORK: dict[tuple, FineTuneWork] = {}  # a report asks for the same fine-tune several times
+
+
 def fine_tune_work(scenario, rows_per_forward: int) -> FineTuneWork:
     """Every batch of the whole fine-tune (every example, `epochs` times), cut and
-    padded as the run cuts and pads them; its steps and the distinct lengths met."""
+    padded as the run cuts and pads them; its steps and the distinct lengths met.
+    Remembered per (resolved scenario, rows, the JSONL file's size and mtime): the
+    tokenizing is seconds, and the same data gives the same batches."""
+    from pathlib import Path
+
+    data = scenario.data
+    stat = Path(data.path).stat() if data.source == "jsonl" and data.path and Path(data.path).exists() else None
+    key = (scenario.model_dump_json(), rows_per_forward, stat and (stat.st_size, stat.st_mtime_ns))
+    if key not in _WORK:
+        if len(_WORK) >= 32:
+            _WORK.clear()
+        _WORK[key] = _fine_tune_work(scenario, rows_per_forward)
+    return _WORK[key]
+
+
+def _fine_tune_work(scenario, rows_per_forward: int) -> FineTuneWork:
     from harness.data.batches import build_batches, load_examples
 
     examples, epochs, train = len(load_examples(scenario)), epochs_of(scenario), scenario.train
@@ -50,7 +79,15 @@ def fine_tune_work(scenario, rows_per_forward: int) -> FineTuneWork:
     for step in batches.steps:
         met.extend(n for n in step.seq_lens if n not in met)
     padded = statistics.fmean(step.tokens_padded for step in batches.steps)
-    return FineTuneWork(examples, epochs, steps, met, padded)
+    counts: dict[int, int] = {}
+    real: dict[int, list[int]] = {}
+    for micro in (m for step in batches.steps for m in step.micro_batches):
+        counts[micro.seq_len] = counts.get(micro.seq_len, 0) + 1
+        pair = real.setdefault(micro.seq_len, [0, 0])
+        pair[0] += micro.tokens_real
+        pair[1] += micro.tokens_padded
+    fractions = {n: r / p for n, (r, p) in real.items()}
+    return FineTuneWork(examples, epochs, steps, met, padded, counts, fractions)
 
 
 # --------------------------------------------------------------------------- from a measured record
@@ -101,12 +138,16 @@ def from_record(record, scenario, usd_per_chip_hour: float | None = None) -> Fin
         epochs=work.epochs,
         steps=work.steps,
         shapes=work.shapes,
-        setup_s=raw.get("setup_s") or 0.0,
+        setup_s=raw.get("setup_s"),
         first_compile_s=first,
         shapes_compiled_first=len(set(first_lengths) & set(work.shapes)),
         compile_s_per_shape=per_shape,
         step_time_s=step_s,
-        basis=f"measured: record {record.run_id} (setup, first compile, compile seconds per new shape, mean steady step)",
+        basis=(
+            f"measured: record {record.run_id} (setup{'' if raw.get('setup_s') is not None else ' not recorded: not projected'}"
+            ", first compile, compile seconds per new shape, mean steady step)"
+        ),
+        compile_host=f"{record.accelerator.catalog_key} (the measured run's own)",
         chips=record.accelerator.count,
         usd_per_chip_hour=usd_per_chip_hour,
     )

@@ -7,8 +7,9 @@ Two kinds, both stored and shown as projected, never mixed into measured rows:
   (backends/*/aot.py). Per distinct shape the padding policy gives: whether it fits
   (per-device memory against the chip's HBM), per-device FLOPs and bytes from the
   compiler's cost model, the collectives in the compiled HLO, the compile seconds here,
-  and a roofline *lower bound* on step time, max(FLOPs / peak, bytes / HBM bandwidth)
-  per program, hence an upper bound on tokens/s per chip and a lower bound on $/1M.
+  and a roofline *lower bound* on step time, max(FLOPs / peak, bytes / HBM bandwidth,
+  collective bytes / ICI bandwidth) per program, hence an upper bound on tokens/s per
+  chip and a lower bound on $/1M, per real token (padded beside it).
 - **The whole fine-tune** (`fine_tune`): a sample of steps says what a step costs; a
   real fine-tune pays setup once, one compile per distinct new shape it meets, and
   every optimizer step of every example x epochs:
@@ -36,8 +37,12 @@ AOT_METHOD = (
     "deviceless ahead-of-time compile for the slice's TPU topology (jax.experimental.topologies, libtpu): "
     "memory from memory_analysis (arguments + outputs - donated + temporaries + code, per device), FLOPs and "
     "bytes accessed from cost_analysis (the compiler's cost model, per device), collectives parsed from the "
-    "compiled HLO; step time bound = sum over the step's programs of runs x max(FLOPs / peak bf16 FLOP/s, "
-    "bytes accessed / HBM bandwidth): a lower bound, not a measurement"
+    "compiled HLO (each op once, async pairs once, x trip count inside while loops); step time bound = sum over "
+    "the step's programs of runs x max(compute: FLOPs / peak bf16 FLOP/s, HBM: bytes accessed / HBM bandwidth, "
+    "collectives: collective result bytes per device / bidirectional ICI bandwidth per chip): a lower bound, not a "
+    "measurement. FLOPs checked against bench's count (harness.metrics, executed convention): outside "
+    "[0.9, 1.5] flagged and the larger used. Fits: each program's peak plus the state kept on device across steps "
+    "that it does not take, against the chip's usable HBM"
 )
 FINE_TUNE_METHOD = (
     "setup + first compile (every program's, for the shapes met first) + new shapes x compile seconds per shape + "
@@ -61,6 +66,13 @@ class TpuSlice:
     hbm_bytes: int
     hbm_bytes_per_s: float
     peak_flops: float
+    ici_bytes_per_s: float | None = None  # bidirectional per chip (harness.accelerators.ICI_BYTES_PER_S)
+    usable_hbm_bytes: int | None = None  # what a program may fill (harness.accelerators.usable_hbm)
+    usable_hbm_source: str = "datasheet"
+
+    @property
+    def usable_hbm(self) -> int:
+        return self.usable_hbm_bytes or self.hbm_bytes
 
     def to_json(self) -> dict[str, Any]:
         """Every field, in declaration order; host_bounds as a JSON list."""
@@ -75,7 +87,15 @@ _GRID_3D = {4: "2x2x1", 8: "2x2x2", 16: "2x2x4", 32: "2x4x4", 64: "4x4x4", 128: 
 def tpu_slice(text: str, source: str = "--compile-for") -> TpuSlice:
     """`tpu-v5e-8`, `v5p-8` or `v5litepod-8` as a TpuSlice; refused, naming the option,
     when the generation has no HBM figures or the chip count no topology here."""
-    from harness.accelerators import HBM_BYTES, HBM_BYTES_PER_S, catalog_key, chips_in_slice, peak_flops
+    from harness.accelerators import (
+        HBM_BYTES,
+        HBM_BYTES_PER_S,
+        catalog_key,
+        chips_in_slice,
+        interconnect_bytes_per_s,
+        peak_flops,
+        usable_hbm,
+    )
 
     name = text.strip().lower().removeprefix("tpu-")
     try:
@@ -94,16 +114,47 @@ def tpu_slice(text: str, source: str = "--compile-for") -> TpuSlice:
     generation = key.removeprefix("tpu-")
     dims = [int(d) for d in grid.split("x")] + ([1] if not three_d else [])
     bounds = (min(dims[0], 2), min(dims[1], 2 if three_d else 4), 1)
+    usable, usable_source = usable_hbm(key)
     return TpuSlice(
-        f"tpu-{name}", key, chips, f"{generation}:{grid}", bounds, HBM_BYTES[key], HBM_BYTES_PER_S[key], peak_flops(key)
+        f"tpu-{name}",
+        key,
+        chips,
+        f"{generation}:{grid}",
+        bounds,
+        HBM_BYTES[key],
+        HBM_BYTES_PER_S[key],
+        peak_flops(key),
+        interconnect_bytes_per_s(key),
+        usable,
+        usable_source,
     )
 
 
 # --------------------------------------------------------------------------- types
 class Collective(BaseModel):
     model_config = FROZEN
-    count: int
-    bytes: int  # summed result sizes on one device
+    count: int  # ops executed per run of the program (x trip count inside loops)
+    bytes: int  # summed result sizes on one device, per run of the program
+
+
+FLOPS_CHECK_RANGE = (0.9, 1.5)  # compiled / bench's count outside it: flagged, the larger used
+
+
+class BoundTerms(BaseModel):
+    """One run of a program against the chip: seconds for its FLOPs at peak, its bytes
+    at HBM bandwidth, its collective bytes at ICI bandwidth (None: no ICI figure)."""
+
+    model_config = FROZEN
+    program: str
+    runs_per_step: int
+    compute_s: float
+    hbm_s: float
+    collectives_s: float | None
+    bound_by: Literal["compute", "hbm", "collectives"]
+
+    @property
+    def bound_s(self) -> float:
+        return max(t for t in (self.compute_s, self.hbm_s, self.collectives_s) if t is not None)
 
 
 class Program(BaseModel):
@@ -120,12 +171,39 @@ class Program(BaseModel):
     bytes_accessed: float | None = None
     collectives: dict[str, Collective] = Field(default_factory=dict)
     memory: dict[str, int] = Field(default_factory=dict)  # memory_analysis' parts
+    # State the backend keeps on device across steps that this program does not take as
+    # an argument (torchax's grad program: the optimizer state), per device.
+    resident_outside_bytes: int = 0
 
-    def bound_s(self, peak_flops: float, hbm_bytes_per_s: float) -> float | None:
-        """Roofline lower bound of one run: max(FLOPs / peak, bytes / bandwidth)."""
-        if self.flops is None or self.bytes_accessed is None:
+    @property
+    def collective_bytes(self) -> int:
+        return sum(c.bytes for c in self.collectives.values())
+
+    @property
+    def fit_bytes(self) -> int:
+        """Device memory while this program runs: its own peak and the kept state it does not hold."""
+        return self.memory_bytes + self.resident_outside_bytes
+
+    def terms(self, chip: TpuSlice, flops: float | None = None) -> BoundTerms | None:
+        """Its three roofline terms on `chip` (FLOPs: `flops` where the check chose
+        another count); None without the compiler's FLOPs or bytes."""
+        flops = self.flops if flops is None else flops
+        if flops is None or self.bytes_accessed is None:
             return None
-        return max(self.flops / peak_flops, self.bytes_accessed / hbm_bytes_per_s)
+        named = {
+            "compute": flops / chip.peak_flops,
+            "hbm": self.bytes_accessed / chip.hbm_bytes_per_s,
+            "collectives": self.collective_bytes / chip.ici_bytes_per_s if chip.ici_bytes_per_s else None,
+        }
+        largest = max((k for k, v in named.items() if v is not None), key=lambda k: named[k])
+        return BoundTerms(
+            program=self.name,
+            runs_per_step=self.runs_per_step,
+            compute_s=named["compute"],
+            hbm_s=named["hbm"],
+            collectives_s=named["collectives"],
+            bound_by=largest,
+        )
 
 
 class ShapeProjection(BaseModel):
@@ -143,8 +221,17 @@ class ShapeProjection(BaseModel):
     flops_per_device_per_forward: float | None  # the micro-batch program, compiler's count
     bench_flops_per_device_per_forward: float | None  # harness.metrics' count, same tokens
     step_time_bound_s: float | None  # per optimizer step
-    tokens_per_s_per_chip_bound: float | None  # padded tokens (every one real at this shape)
-    usd_per_1m_tokens_bound: float | None
+    tokens_per_s_per_chip_bound: float | None  # padded tokens
+    usd_per_1m_tokens_bound: float | None  # per 1M padded tokens
+    terms: list[BoundTerms] = Field(default_factory=list)  # per program, one run each
+    flops_ratio: float | None = None  # compiled / bench's count, per device per forward
+    flops_flag: str | None = None  # why the check flagged it and which count it used
+    fit_bytes_per_device: int | None = None  # the largest program's peak + kept state it does not hold
+    usable_hbm_bytes_per_device: int | None = None
+    usable_hbm_source: str | None = None
+    real_fraction: float | None = None  # real / padded tokens over the fine-tune's batches at this length
+    real_tokens_per_s_per_chip_bound: float | None = None
+    usd_per_1m_real_tokens_bound: float | None = None
 
 
 class FineTune(BaseModel):
@@ -156,7 +243,7 @@ class FineTune(BaseModel):
     steps: int
     shapes: list[int]  # the distinct padded lengths the run meets, in the order met
     compiles: int  # one per distinct shape
-    setup_s: float
+    setup_s: float | None  # None: not projected (and not in time_s)
     first_compile_s: float  # the first steps' compiles: every program once, for the shapes met first
     shapes_compiled_first: int  # the shapes those first compiles covered
     compile_s_per_shape: float  # each shape met after them
@@ -165,6 +252,20 @@ class FineTune(BaseModel):
     usd: float | None = None
     basis: str  # where setup, compile and step time come from
     method: str = FINE_TUNE_METHOD
+    # Where the compile seconds were measured. A TPU projection's were measured on the
+    # host that ran `bench plan`, not on a TPU VM: shown apart (compiles x seconds per
+    # shape, naming that host) and never added into time_s (compile_in_time False).
+    compile_host: str | None = None
+    compile_in_time: bool = True
+    # Per padded length the data meets: the bound on one micro-batch at it, seconds, and
+    # whether that length was compiled or interpolated between compiled ones.
+    length_bounds: dict[int, float] = Field(default_factory=dict)
+    length_basis: dict[int, str] = Field(default_factory=dict)
+
+    @property
+    def compile_s(self) -> float:
+        """Every compile the fine-tune pays, on the host that measured them."""
+        return self.first_compile_s + (len(self.shapes) - self.shapes_compiled_first) * self.compile_s_per_shape
 
 
 class ProjectionRecord(BaseModel):
@@ -201,31 +302,86 @@ def usd_per_1m_tokens(tokens_per_s_per_chip: float | None, usd_per_chip_hour: fl
     return 1e6 / tokens_per_s_per_chip / 3600.0 * usd_per_chip_hour
 
 
+def flops_check(compiled: float | None, bench: float | None) -> tuple[float | None, float | None, str | None]:
+    """(ratio compiled / bench, the FLOPs the compute term uses, the flag or None). Inside
+    FLOPS_CHECK_RANGE the compiler's count is used as it is; outside, the larger of the
+    two, because the bound must not count less work than the step does (a count too
+    low makes the compute term too small) nor hide work the compiler added."""
+    if compiled is None or not bench:
+        return None, compiled, None
+    ratio = compiled / bench
+    low, high = FLOPS_CHECK_RANGE
+    if low <= ratio <= high:
+        return ratio, compiled, None
+    used, which = (bench, "bench's") if bench > compiled else (compiled, "the compiler's")
+    why = (
+        "the compiler counts less work than the step does (a while loop's body counted once: docs/measurements.md, "
+        "issue 37)"
+        if bench > compiled
+        else "the compiler counts work bench's convention leaves out (recomputation, padding, extra ops)"
+    )
+    flag = (
+        f"FLOPs check: compiled {compiled:.4g} / bench {bench:.4g} = {ratio:.3f}, outside [{low}, {high}]: "
+        f"the compute term uses the larger, {which} {used:.4g}, because {why}"
+    )
+    return ratio, used, flag
+
+
 def shape_projection(
-    seq_len: int, plan: dict[str, Any], programs: list[Program], chip: TpuSlice, usd_per_chip_hour, bench_flops
+    seq_len: int,
+    plan: dict[str, Any],
+    programs: list[Program],
+    chip: TpuSlice,
+    usd_per_chip_hour,
+    bench_flops,
+    real_fraction: float | None = None,
 ) -> ShapeProjection:
     """A shape's figures from its compiled programs (the first is the micro-batch's)."""
-    bounds = [p.bound_s(chip.peak_flops, chip.hbm_bytes_per_s) for p in programs]
-    step_bound = None if None in bounds else sum(p.runs_per_step * b for p, b in zip(programs, bounds))
-    memory = max(p.memory_bytes for p in programs)
-    fits = memory <= chip.hbm_bytes and not any(p.out_of_memory for p in programs)
+    ratio, used_flops, flag = flops_check(programs[0].flops, bench_flops)
+    terms = [p.terms(chip, used_flops if i == 0 else None) for i, p in enumerate(programs)]
+    step_bound = None if None in terms else sum(t.runs_per_step * t.bound_s for t in terms)
+    limit = _usable_hbm(programs, chip)
+    fit = max(p.fit_bytes for p in programs)
+    fits = fit <= limit and not any(p.out_of_memory for p in programs)
     tokens = plan["rows_per_step"] * seq_len
-    per_chip = tokens / step_bound / plan["devices"] if step_bound else None
+    per_chip = tokens / step_bound / plan["devices"] if step_bound and fits else None
+    real = per_chip * real_fraction if per_chip and real_fraction else None
     return ShapeProjection(
         seq_len=seq_len,
         rows_per_forward=plan["rows_per_forward"],
         accumulation=plan["accumulation"],
         programs=programs,
         fits=fits,
-        memory_bytes_per_device=memory,
+        memory_bytes_per_device=max(p.memory_bytes for p in programs),
         hbm_bytes_per_device=chip.hbm_bytes,
         compile_s=sum(p.compile_s for p in programs),
         flops_per_device_per_forward=programs[0].flops,
         bench_flops_per_device_per_forward=bench_flops,
         step_time_bound_s=step_bound if fits else None,
-        tokens_per_s_per_chip_bound=per_chip if fits else None,
-        usd_per_1m_tokens_bound=usd_per_1m_tokens(per_chip, usd_per_chip_hour) if fits else None,
+        tokens_per_s_per_chip_bound=per_chip,
+        usd_per_1m_tokens_bound=usd_per_1m_tokens(per_chip, usd_per_chip_hour),
+        terms=[t for t in terms if t is not None],
+        flops_ratio=ratio,
+        flops_flag=flag,
+        fit_bytes_per_device=fit,
+        usable_hbm_bytes_per_device=limit,
+        usable_hbm_source=_usable_source(programs, chip),
+        real_fraction=real_fraction,
+        real_tokens_per_s_per_chip_bound=real,
+        usd_per_1m_real_tokens_bound=usd_per_1m_tokens(real, usd_per_chip_hour),
     )
+
+
+def _usable_hbm(programs: list[Program], chip: TpuSlice) -> int:
+    """The compiler's own limit where a program's answer states it, else the chip's usable HBM."""
+    stated = [p.memory["compiler_hbm_bytes"] for p in programs if p.memory.get("compiler_hbm_bytes")]
+    return min(stated) if stated else chip.usable_hbm
+
+
+def _usable_source(programs: list[Program], chip: TpuSlice) -> str:
+    if any(p.memory.get("compiler_hbm_bytes") for p in programs):
+        return "the compiler's limit, from its answer"
+    return chip.usable_hbm_source
 
 
 def fine_tune_steps(examples: int, epochs: int, global_batch: int) -> int:
@@ -240,7 +396,7 @@ def fine_tune(
     epochs: int,
     steps: int,
     shapes: list[int],
-    setup_s: float,
+    setup_s: float | None,
     compile_s_per_shape: float,
     step_time_s: float,
     basis: str,
@@ -248,11 +404,18 @@ def fine_tune(
     usd_per_chip_hour: float | None = None,
     first_compile_s: float = 0.0,
     shapes_compiled_first: int = 0,
+    compile_host: str | None = None,
+    compile_in_time: bool = True,
+    length_bounds: dict[int, float] | None = None,
+    length_basis: dict[int, str] | None = None,
 ) -> FineTune:
     """The whole fine-tune's time (FINE_TUNE_METHOD) and, at a price, its $. Without a
-    first compile measured (a TPU projection), every shape costs compile_s_per_shape."""
+    first compile measured (a TPU projection), every shape costs compile_s_per_shape.
+    Setup None (not projected) and compiles measured elsewhere (compile_in_time False)
+    are left out of the time, and the FineTune says so."""
     new_shapes = len(shapes) - shapes_compiled_first
-    time_s = setup_s + first_compile_s + new_shapes * compile_s_per_shape + steps * step_time_s
+    compiles = first_compile_s + new_shapes * compile_s_per_shape if compile_in_time else 0.0
+    time_s = (setup_s or 0.0) + compiles + steps * step_time_s
     return FineTune(
         examples=examples,
         epochs=epochs,
@@ -267,7 +430,41 @@ def fine_tune(
         time_s=time_s,
         usd=chips * time_s / 3600.0 * usd_per_chip_hour if usd_per_chip_hour is not None else None,
         basis=basis,
+        compile_host=compile_host,
+        compile_in_time=compile_in_time,
+        length_bounds=length_bounds or {},
+        length_basis=length_basis or {},
     )
+
+
+def length_bounds(compiled: dict[int, float], lengths: list[int]) -> tuple[dict[int, float], dict[int, str]]:
+    """Per length met, one micro-batch's bound: the compiled figure where that length was
+    compiled; else linear in the length through the two nearest compiled lengths (a
+    step's cost is a fixed part, the weights, plus a part that grows with its tokens),
+    extrapolated from the two nearest beyond them; scaled by length with one compiled
+    length; never below 0."""
+    known = sorted(compiled)
+    bounds, basis = {}, {}
+    for n in lengths:
+        if n in compiled:
+            bounds[n], basis[n] = compiled[n], "compiled"
+            continue
+        if len(known) == 1:
+            bounds[n] = compiled[known[0]] * n / known[0]
+            basis[n] = f"scaled by length from {known[0]}"
+            continue
+        a, b = known[-2:] if n > known[-1] else _neighbours(known, n)
+        slope = (compiled[b] - compiled[a]) / (b - a)
+        bounds[n] = max(0.0, compiled[a] + slope * (n - a))
+        basis[n] = f"interpolated between {a} and {b}" if a < n < b else f"extrapolated from {a} and {b}"
+    return bounds, basis
+
+
+def _neighbours(known: list[int], n: int) -> tuple[int, int]:
+    """The compiled lengths either side of n; the two shortest when n is below them all."""
+    above = [k for k in known if k > n]
+    below = [k for k in known if k < n]
+    return (below[-1], above[0]) if below else (known[0], known[1])
 
 
 def projection_filename(record: ProjectionRecord) -> str:

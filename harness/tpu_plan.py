@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.errors import SpecError
 from harness.projection import Program, ProjectionRecord, ShapeProjection, TpuSlice, fine_tune, shape_projection
+from harness.projection import length_bounds as projection_length_bounds
 
 TPU_PYTHON_ENV = "BENCH_PYTHON_TPU"
 AOT_BACKENDS = ("jax-tunix", "torchax")
@@ -104,6 +105,7 @@ def _project_run(request: CompileRequest, run, chip: TpuSlice, info, catalog) ->
             chip,
             rate,
             _bench_flops(run.scenario, plan, n),
+            work.real_fraction.get(n),
         )
         for n, programs in zip(lengths, facts["shapes"])
     ]
@@ -153,6 +155,7 @@ def _program(facts: dict[str, Any]) -> dict[str, Any]:
         "bytes_accessed": facts.get("bytes_accessed"),
         "collectives": facts.get("collectives", {}),
         "memory": memory,
+        "resident_outside_bytes": facts.get("resident_outside_bytes", 0),
     }
 
 
@@ -169,31 +172,48 @@ def _bench_flops(scenario, plan, seq_len: int) -> float | None:
     return model.executed_flops([seq_len] * plan.rows_per_forward) / plan.devices
 
 
+def compile_host() -> str:
+    """The machine whose compile seconds a projection reports: this one, not a TPU VM."""
+    import platform
+
+    return f"{platform.node() or 'this host'} ({os.cpu_count()} CPUs, {platform.machine()}; not a TPU VM)"
+
+
 def _tpu_fine_tune(work, shapes: list[ShapeProjection], chip: TpuSlice, rate: float | None):
-    """The whole fine-tune on the slice, at the roofline bound: steps x (bound per padded
-    token over the compiled shapes, their mean, x the fine-tune's padded tokens per
-    step), one compile per distinct length at this host's mean compile seconds; setup
-    is not projected (0). None when a shape does not fit."""
-    if not shapes or not all(s.fits and s.step_time_bound_s for s in shapes):
+    """The whole fine-tune on the slice, at the roofline bound: for every padded length
+    the data meets, its micro-batches x one micro-batch's bound at that length
+    (harness.projection.length_bounds: compiled, else interpolated), plus every step's
+    update (the other programs, once a step). Setup is not projected (None); the
+    compiles are shown apart, N shapes x this host's mean seconds per shape, naming this
+    host, never added to the TPU time. None when a shape does not fit."""
+    if not shapes or not all(s.fits and s.step_time_bound_s and s.terms for s in shapes):
         return None
-    per_token = statistics.fmean(
-        s.step_time_bound_s / (s.seq_len * s.rows_per_forward * s.accumulation) for s in shapes
-    )
+    micro = {s.seq_len: s.terms[0].bound_s for s in shapes}
+    per_step = statistics.fmean(sum(t.runs_per_step * t.bound_s for t in s.terms[1:]) for s in shapes)
+    bounds, basis = projection_length_bounds(micro, work.shapes)
+    steps_s = sum(count * bounds[n] for n, count in work.micro_batches.items()) + work.steps * per_step
+    per_shape = statistics.fmean(s.compile_s for s in shapes)
+    host = compile_host()
     return fine_tune(
         examples=work.examples,
         epochs=work.epochs,
         steps=work.steps,
         shapes=work.shapes,
-        setup_s=0.0,
-        compile_s_per_shape=statistics.fmean(s.compile_s for s in shapes),
-        step_time_s=per_token * work.padded_tokens_per_step,
+        setup_s=None,
+        compile_s_per_shape=per_shape,
+        step_time_s=steps_s / work.steps,
         basis=(
-            f"projected on {chip.name}: roofline bound per padded token (mean of {len(shapes)} compiled "
-            "length(s)) x padded tokens per step; compile seconds of the TPU compiler on this host; setup not "
-            "projected (0)"
+            f"projected on {chip.name}: per padded length met, its micro-batches x one micro-batch's roofline bound "
+            f"({len(micro)} compiled, {len(bounds) - len(micro)} interpolated), + the update's bound per step; setup "
+            f"not projected; compile apart: {len(work.shapes)} shapes x {per_shape:.0f} s per shape on {host}, not "
+            "in the time"
         ),
         chips=chip.chips,
         usd_per_chip_hour=rate,
+        compile_host=host,
+        compile_in_time=False,
+        length_bounds=bounds,
+        length_basis=basis,
     )
 
 

@@ -186,6 +186,7 @@ class Report:
     projected: list[Any] = field(default_factory=list)
     fine_tunes: list[Any] = field(default_factory=list)
     fine_tune_lines: list[str] = field(default_factory=list)
+    tpu_vs_gpu: Any = None  # reports/tpu_vs_gpu.py: TPU projected vs GPU measured
 
 
 CONVENTIONS = [
@@ -424,6 +425,9 @@ def _add_projections(report: Report, train: list[RunRecord], projections: list) 
     label = lambda r: f"{r.scenario.variant} · {r.backend.name} · {r.accelerator.count}x {r.accelerator.catalog_key}"  # noqa: E731
     report.fine_tunes, report.fine_tune_lines, warnings = fine_tune_rows(train, label)
     report.warnings += warnings
+    from reports.tpu_vs_gpu import add_to_report
+
+    add_to_report(report, projections, train)
 
 
 def _record_warnings(records: list[RunRecord]) -> list[str]:

@@ -34,7 +34,10 @@ class ProjectedRow:
     usd_per_1m_bound: float | None
     compiles: int | None  # the whole fine-tune's
     fine_tune_min: float | None
-    measured_over_projected: float | None  # measured tokens/s per chip / bound
+    measured_over_projected: float | None  # measured padded tokens/s per chip / padded bound
+    real_tokens_per_s_per_chip_bound: float | None = None  # per real token (the fine-tune's real/padded)
+    usd_per_1m_real_bound: float | None = None
+    flops_flag: str | None = None  # the FLOPs check's flag on any shape (harness.projection.flops_check)
 
 
 @dataclass
@@ -80,6 +83,9 @@ def projected_rows(projections, records) -> list[ProjectedRow]:
                 compiles=p.fine_tune.compiles if p.fine_tune else None,
                 fine_tune_min=p.fine_tune.time_s / 60 if p.fine_tune else None,
                 measured_over_projected=sorted(measured)[len(measured) // 2] / bound if measured and bound else None,
+                real_tokens_per_s_per_chip_bound=longest.real_tokens_per_s_per_chip_bound,
+                usd_per_1m_real_bound=longest.usd_per_1m_real_tokens_bound,
+                flops_flag=next((f"length {s.seq_len}: {s.flops_flag}" for s in p.shapes if s.flops_flag), None),
             )
         )
     return rows

@@ -274,12 +274,18 @@ def _projected_markdown(report: Report) -> list[str]:
         out.append("")
     if report.projected:
         columns = (
-            "scenario | variant | backend | slice | fits | GiB/device | step bound s | tokens/s/chip bound | "
-            "$/1M tokens bound | fine-tune compiles | fine-tune min | measured / projected"
+            "scenario | variant | backend | slice | fits | GiB/device | step bound s | real tokens/s/chip bound | "
+            "$/1M real tokens bound | padded tokens/s/chip bound | $/1M padded tokens bound | fine-tune compiles | "
+            "fine-tune min | measured / projected"
         )
         rows = [_projected_cells(p, num) for p in report.projected]
         out += md_table("Projected on TPU (compiler's bound, not measured)", columns, rows)
+        out += [f"- {p.slice} ({p.scenario}): {md_cell(p.flops_flag)}" for p in report.projected if p.flops_flag]
         out += [PROJECTED_NOTE, ""]
+    if report.tpu_vs_gpu is not None:
+        from reports.tpu_vs_gpu import markdown_lines
+
+        out += markdown_lines(report.tpu_vs_gpu, md_cell)
     return out
 
 
@@ -293,6 +299,8 @@ def _projected_cells(p, num) -> tuple:
         p.fits,
         f"{p.memory_gib:.3g}",
         num(p.step_bound_s),
+        num(p.real_tokens_per_s_per_chip_bound),
+        num(p.usd_per_1m_real_bound),
         num(p.tokens_per_s_per_chip_bound),
         num(p.usd_per_1m_bound),
         num(p.compiles),
@@ -316,9 +324,12 @@ def md_row(cells) -> str:
 
 PROJECTED_NOTE = (
     "Projected: the step compiled ahead of time for the slice's topology on a host without a TPU; the bound is "
-    "max(FLOPs / peak, bytes / HBM bandwidth) per program from the compiler's cost model, a lower bound on step "
-    "time (an upper bound on tokens/s), never a measurement. measured / projected: a measured run of the same "
-    "configuration's padded tokens/s per chip over the bound."
+    "max(FLOPs / peak, bytes / HBM bandwidth, collective bytes / ICI bandwidth) per program from the compiler's "
+    "cost model, a lower bound on step "
+    "time (an upper bound on tokens/s), never a measurement; real tokens = padded x the fine-tune's real/padded "
+    "ratio at that length. measured / projected: a measured run of the same configuration's padded tokens/s per "
+    "chip over the padded bound. FLOPs checked: compiled / bench's count outside [0.9, 1.5] is flagged and the "
+    "larger count used."
 )
 
 

@@ -139,3 +139,13 @@ def stack_or_skip(backend: str, module: str, how: str) -> None:
 @pytest.fixture
 def results(tmp_path) -> Path:
     return tmp_path / "results"
+
+
+@pytest.fixture(autouse=True)
+def _fine_tune_batches_computed_afresh():
+    """harness.fine_tune remembers a fine-tune's batches per process (a report asks for
+    them several times); each test starts without them, so a test (and a mutant under
+    the mutation check, forked from a warm process) runs the code it checks."""
+    from harness import fine_tune
+
+    fine_tune._WORK.clear()

@@ -20,7 +20,8 @@ import re
 import time
 from typing import Any
 
-# Collectives counted in the compiled HLO; async pairs are counted once, at `-start`.
+# Collectives counted in the compiled HLO; async pairs are counted once, at `-start`, and
+# an op inside a while loop as many times as the loop runs (computation_runs).
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 DTYPE_BYTES = {
     "pred": 1,
@@ -77,18 +78,163 @@ def shape_bytes(text: str) -> int:
 
 
 def collectives(hlo_text: str) -> dict[str, dict[str, int]]:
-    """{kind: {count, bytes}} of the collectives in compiled HLO text; bytes are each
-    op's result size on one device (an all-gather's gathered array, an all-reduce's
-    reduced one). Async `-done` halves are not counted again."""
+    """{kind: {count, bytes}} of the collectives one run of a compiled HLO module
+    executes, on one device. Each op once: an async pair at its `-start` (the `-done`
+    moves nothing more), an `async-start` wrapper through the computation it calls;
+    an op inside a while loop's body counted trip-count times (computation_runs). Bytes
+    are each op's result on one device (an all-gather's gathered array, an all-reduce's
+    reduced one); a `-start`'s tuple holds its operands, then its results, then scalar
+    context: only the results are counted."""
     found = {kind: {"count": 0, "bytes": 0} for kind in COLLECTIVES}
-    for line in hlo_text.splitlines():
-        match = _OP.search(line)
-        if match is None:
-            continue
-        kind = found[match.group(2)]
-        kind["count"] += 1
-        kind["bytes"] += shape_bytes(match.group(1))
+    bodies, runs = computation_runs(hlo_text)
+    for name, lines in bodies.items():
+        for line in lines:
+            match = _OP.search(line)
+            if match is None or not runs.get(name):
+                continue
+            kind = found[match.group(2)]
+            kind["count"] += runs[name]
+            kind["bytes"] += runs[name] * op_result_bytes(match.group(1), bool(match.group(3)), match.group(2))
     return {kind: counts for kind, counts in found.items() if counts["count"]}
+
+
+def op_result_bytes(result_type: str, is_start: bool, kind: str) -> int:
+    """Bytes a collective produces on one device, from its HLO result type. An
+    all-gather-start's or collective-permute-start's tuple is (operands..., results...,
+    scalar context): its second half of arrays; anything else: every array in it."""
+    arrays = [m for m in _SHAPE.finditer(result_type) if m.group(2)]  # rank-0 scalars are context
+    if is_start and kind in ("all-gather", "collective-permute") and result_type.lstrip().startswith("("):
+        arrays = arrays[len(arrays) // 2 :]
+    return sum(shape_bytes(m.group(0)) for m in arrays)
+
+
+_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(")
+_WHILE = re.compile(r"\bwhile\((.*?)\),\s*condition=%?([\w.\-]+),\s*body=%?([\w.\-]+)")
+_CALLED = re.compile(r"\b(?:calls|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
+_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
+_KNOWN_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+
+
+def hlo_computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None]:
+    """({computation name: its instruction lines}, the ENTRY computation's name)."""
+    bodies: dict[str, list[str]] = {}
+    entry, current = None, None
+    for line in hlo_text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith("{"):
+            header = _HEADER.match(line)
+            if header:
+                current = header.group(2)
+                bodies[current] = []
+                entry = current if header.group(1) else entry
+                continue
+        if current is not None and line.startswith((" ", "\t")):
+            bodies[current].append(line)
+    if not bodies:  # instructions without a module around them: one computation, run once
+        return {"ENTRY": hlo_text.splitlines()}, "ENTRY"
+    return bodies, entry
+
+
+def computation_runs(hlo_text: str) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """(computations, how many times each runs per run of the module). ENTRY runs
+    once; a while loop's body and condition run its trip count (while_trip_count) times
+    per run of the computation holding it; any other call runs once per run of its
+    caller. HLO text prints callees before callers, so callers are visited first in
+    reverse order; a computation called from several places adds up."""
+    bodies, entry = hlo_computations(hlo_text)
+    runs = dict.fromkeys(bodies, 0)
+    if entry is None:
+        return bodies, runs
+    runs[entry] = 1
+    for name in reversed(list(bodies)):
+        if not runs[name]:
+            continue
+        for line in bodies[name]:
+            loop = _WHILE.search(line)
+            if loop:
+                trips = while_trip_count(line, bodies, loop)
+                for callee in (loop.group(2), loop.group(3)):
+                    runs[callee] = runs.get(callee, 0) + runs[name] * trips
+            called = _CALLED.findall(line) + [
+                b.strip().lstrip("%") for group in _BRANCHES.findall(line) for b in group.split(",")
+            ]
+            for callee in called:
+                if callee in runs:
+                    runs[callee] += runs[name]
+    return bodies, runs
+
+
+def while_trip_count(line: str, bodies: dict[str, list[str]], loop) -> int:
+    """A while loop's iterations: the compiler's `known_trip_count` where it states it;
+    else read from a counted loop (the condition compares tuple element k LT a constant
+    L, the body adds a constant S to element k, element k starts at a constant I):
+    ceil((L - I) / S); else 1 (the body counted once, as cost_analysis counts it)."""
+    known = _KNOWN_TRIPS.search(line)
+    if known:
+        return int(known.group(1))
+    try:
+        index, limit = _loop_limit(bodies[loop.group(2)])
+        step = _loop_step(bodies[loop.group(3)], index)
+        start = _loop_start(loop.group(1), index, bodies, line)
+    except (KeyError, ValueError, IndexError):
+        return 1
+    return max(1, -(-(limit - start) // step))
+
+
+def _constants(lines: list[str]) -> dict[str, int]:
+    found = {}
+    for line in lines:
+        match = re.search(r"%([\w.\-]+) = [su]\d+\[\][^ ]* constant\((-?\d+)\)", line)
+        if match:
+            found[match.group(1)] = int(match.group(2))
+    return found
+
+
+def _tuple_indices(lines: list[str]) -> dict[str, int]:
+    found = {}
+    for line in lines:
+        match = re.search(r"%([\w.\-]+) = [su]\d+\[\][^ ]* get-tuple-element\(.*?\), index=(\d+)", line)
+        if match:
+            found[match.group(1)] = int(match.group(2))
+    return found
+
+
+def _loop_limit(condition: list[str]) -> tuple[int, int]:
+    """(tuple index of the counter, its limit) from `ROOT compare(counter, L), direction=LT`."""
+    root = next(line for line in condition if "ROOT" in line and " compare(" in line and "direction=LT" in line)
+    a, b = re.search(r"compare\(%?([\w.\-]+), %?([\w.\-]+)\)", root).groups()
+    return _tuple_indices(condition)[a], _constants(condition)[b]
+
+
+def _loop_step(body: list[str], index: int) -> int:
+    """The constant the body adds to tuple element `index`: the body's ROOT tuple's
+    element `index` is add(that element, a constant)."""
+    elements, constants = _tuple_indices(body), _constants(body)
+    root = next(line for line in body if "ROOT" in line and " tuple(" in line)
+    out = _tuple_elements(root)[index]
+    added = next(line for line in body if re.search(rf"%{re.escape(out)} = [su]\d+\[\][^ ]* add\(", line))
+    a, b = re.search(r"add\(%?([\w.\-]+), %?([\w.\-]+)\)", added).groups()
+    if elements.get(a) != index or b not in constants:
+        raise ValueError("not a counted loop")
+    return constants[b]
+
+
+def _tuple_elements(line: str) -> list[str]:
+    """The operand names of a `tuple(...)` instruction, in order."""
+    inner = line.split(" tuple(", 1)[1].rsplit(")", 1)[0]
+    return [re.sub(r"^/\*index=\d+\*/", "", e.strip()).lstrip("%") for e in inner.split(",")]
+
+
+def _loop_start(operand: str, index: int, bodies: dict[str, list[str]], while_line: str) -> int:
+    """The counter's first value: the while's init tuple's element `index`, a constant
+    (or a copy of one) in the computation holding the loop."""
+    holder = next(lines for lines in bodies.values() if while_line in lines)
+    tuple_line = next(line for line in holder if re.search(rf"%{re.escape(operand.lstrip('%'))} = .* tuple\(", line))
+    name = _tuple_elements(tuple_line)[index]
+    constants = _constants(holder)
+    if name in constants:
+        return constants[name]
+    copy = next(line for line in holder if re.search(rf"%{re.escape(name)} = .* copy\(%?([\w.\-]+)\)", line))
+    return constants[re.search(r"copy\(%?([\w.\-]+)\)", copy).group(1)]
 
 
 def out_of_memory_bytes(message: str) -> tuple[int, int] | None:
@@ -108,9 +254,11 @@ def _first_cost(cost: Any) -> dict[str, float]:
     return dict(cost or {})
 
 
-def compile_facts(name: str, jitted, args: tuple, runs_per_step: int) -> dict[str, Any]:
+def compile_facts(name: str, jitted, args: tuple, runs_per_step: int, resident_outside: int = 0) -> dict[str, Any]:
     """Lower and compile `jitted` for `args` (ShapeDtypeStructs with shardings on the
-    topology's mesh); the compiler's facts, or its out-of-memory answer with the bytes."""
+    topology's mesh); the compiler's facts, or its out-of-memory answer with the bytes.
+    `resident_outside`: bytes per device the backend keeps on device across steps that
+    this program does not take (the projection adds them to its peak for the fit)."""
     begun = time.perf_counter()
     try:
         compiled = jitted.lower(*args).compile()
@@ -124,6 +272,7 @@ def compile_facts(name: str, jitted, args: tuple, runs_per_step: int) -> dict[st
             "compile_s": time.perf_counter() - begun,
             "out_of_memory": " ".join(str(exc).split())[:400],
             "memory": {"total_bytes": oom[0], "compiler_hbm_bytes": oom[1]},
+            "resident_outside_bytes": resident_outside,
         }
     compile_s = time.perf_counter() - begun
     cost, memory = _first_cost(compiled.cost_analysis()), compiled.memory_analysis()
@@ -139,7 +288,21 @@ def compile_facts(name: str, jitted, args: tuple, runs_per_step: int) -> dict[st
         "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
         "memory": {**sizes, "total_bytes": program_bytes(sizes)},
         "collectives": collectives(compiled.as_text()),
+        "resident_outside_bytes": resident_outside,
     }
+
+
+def per_device_bytes(tree) -> int:
+    """Bytes one device holds of a tree of sharded ShapeDtypeStructs (its shards)."""
+    import math
+
+    import jax
+
+    total = 0
+    for leaf in jax.tree_util.tree_leaves(tree):
+        shape = leaf.sharding.shard_shape(leaf.shape) if getattr(leaf, "sharding", None) else leaf.shape
+        total += math.prod(shape) * leaf.dtype.itemsize
+    return total
 
 
 def program_bytes(sizes: dict[str, int]) -> int:

@@ -6,7 +6,9 @@ dtypes, its tensors turned into `jax.ShapeDtypeStruct`s placed as the backend pl
 them (dim 0 over `fsdp` where it divides, rows over data x fsdp). The step is the
 backend's two programs: the micro-batch's loss and gradients added to a donated carry
 (`bench_grad_step`, run `accumulation` times a step, compiled once per length) and the
-optax update (`bench_apply_step`, once a step, one shape whatever the length).
+optax update (`bench_apply_step`, once a step, one shape whatever the length). Each
+program's fit counts the state the backend keeps on device that it does not take: the
+optimizer state beside the grad program, the frozen weights beside the update.
 """
 
 from __future__ import annotations
@@ -101,7 +103,9 @@ class AbstractStep:
         loss = micro_batch_loss(self.model, self.loss_kernel, {}, compute)  # the backend's own loss
         jitted = jax.jit(grad_step_function(loss), donate_argnums=(6,), out_shardings=out)
         args = (weights, self._placed(self.buffers), rows, rows, rows, carry[0], carry)
-        return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation)
+        # The optimizer state stays on device across steps but is not this program's argument.
+        kept = aot.per_device_bytes(self._placed(jax.eval_shape(self.optimizer.init, self.weights)))
+        return aot.compile_facts("bench_grad_step", jitted, args, self.plan.accumulation, kept)
 
     def apply_program(self) -> dict[str, Any]:
         import jax
@@ -109,7 +113,9 @@ class AbstractStep:
         weights = self._placed(self.weights)
         opt_state = self._placed(jax.eval_shape(self.optimizer.init, self.weights))
         jitted = jax.jit(apply_step_function(self.optimizer), donate_argnums=(0, 1, 2))
-        return aot.compile_facts("bench_apply_step", jitted, (weights, weights, opt_state), 1)
+        # The frozen weights and buffers stay on device while the update runs without them.
+        kept = aot.per_device_bytes(self._placed(self.buffers))
+        return aot.compile_facts("bench_apply_step", jitted, (weights, weights, opt_state), 1, kept)
 
 
 def compile_shapes(scenario, plan, devices, seq_lens: list[int]) -> list[list[dict[str, Any]]]:

@@ -71,6 +71,11 @@ def test_tiny_w1_fits_v5e_and_v5p_and_its_flops_agree_with_the_harness(tmp_path,
         assert micro["collectives"]["all-gather"]["count"] > 0  # weights sharded over fsdp: gathered
         assert shape["step_time_bound_s"] > 0 and shape["usd_per_1m_tokens_bound"] > 0
         assert p["fine_tune"]["compiles"] == 1
+        assert not p["fine_tune"]["compile_in_time"] and "not a TPU VM" in p["fine_tune"]["compile_host"]
+        assert {t["bound_by"] for t in shape["terms"]} <= {"compute", "hbm", "collectives"}
+        if backend == "torchax":  # the optimizer state beside the grad program counts in its fit
+            assert micro["resident_outside_bytes"] > 0
+            assert shape["fit_bytes_per_device"] >= micro["memory_bytes"] + micro["resident_outside_bytes"]
     devices = {p["slice"]["name"]: p["plan"]["devices"] for p in projections}
     assert devices == {"tpu-v5e-8": 8, "tpu-v5p-8": 4}  # v5p-8 counts TensorCores: 4 chips
     shown = bench("show", str(tmp_path))

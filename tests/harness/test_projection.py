@@ -225,7 +225,7 @@ def test_collectives_are_counted_once_with_their_result_bytes():
     from backends.jax_common.aot import collectives
 
     found = collectives(HLO)
-    assert found["all-gather"] == {"count": 1, "bytes": 2 * 640 * 2 + 16 * 640 * 2}
+    assert found["all-gather"] == {"count": 1, "bytes": 16 * 640 * 2}  # the gathered result, not the operand too
     assert found["all-reduce"] == {"count": 1, "bytes": 1024 * 4}
     assert found["reduce-scatter"] == {"count": 1, "bytes": 128 * 8 * 4}
 
@@ -283,3 +283,456 @@ def test_compile_for_refuses_a_backend_without_an_aot_step_and_an_unknown_slice(
     assert done.returncode == 2 and "--backend: torch: --compile-for compiles the JAX backends' step" in done.stderr
     done = bench("plan", str(SCENARIOS / "tiny.yaml"), "--backend", "torchax", "--compile-for", "v9z-8", timeout=120)
     assert done.returncode == 2 and "--compile-for: v9z-8" in done.stderr
+
+
+# --------------------------------------------------------------------------- issue 37: the three terms
+ICI_CHIP = TpuSlice("tpu-v5e-8", "tpu-v5e", 8, "v5e:2x4", (2, 4, 1), 16 * GIB, 819e9, 197e12, 400e9, int(15.75 * GIB))
+
+
+def _collective_program(flops, bytes_accessed, moved, runs=1, memory=GIB, kept=0):
+    from harness.projection import Collective
+
+    return Program(
+        name="grad",
+        runs_per_step=runs,
+        compile_s=1.0,
+        memory_bytes=memory,
+        flops=flops,
+        bytes_accessed=bytes_accessed,
+        collectives={"all-gather": Collective(count=3, bytes=moved)},
+        resident_outside_bytes=kept,
+    )
+
+
+def test_a_program_moving_more_over_ici_than_it_computes_or_reads_is_bounded_by_its_collectives():
+    # 1e11 bytes over 400 GB/s = 0.25 s, against 1e12 / 197e12 = 5.1 ms and 1e9 / 819e9 = 1.2 ms
+    program = _collective_program(1e12, 1e9, int(1e11), runs=2)
+    shape = shape_projection(512, PLAN, [program], ICI_CHIP, 1.2, 1e12)
+    (terms,) = shape.terms
+    assert terms.bound_by == "collectives"
+    assert terms.collectives_s == pytest.approx(1e11 / 400e9)
+    assert terms.compute_s == pytest.approx(1e12 / 197e12) and terms.hbm_s == pytest.approx(1e9 / 819e9)
+    assert shape.step_time_bound_s == pytest.approx(2 * 0.25)
+    # without an ICI figure the term is absent, not zero, and HBM bounds it
+    no_ici = shape_projection(512, PLAN, [program], CHIP, 1.2, 1e12)
+    assert no_ici.terms[0].collectives_s is None and no_ici.terms[0].bound_by == "compute"
+
+
+def test_every_tpu_generation_with_a_slice_has_its_ici_bandwidth_and_usable_hbm():
+    from harness.accelerators import usable_hbm
+
+    assert [tpu_slice(s).ici_bytes_per_s for s in ("tpu-v5e-8", "v5p-8", "tpu-v6e-8")] == [400e9, 1200e9, 800e9]
+    assert tpu_slice("tpu-v5e-8").usable_hbm == int(15.75 * GIB)  # the compiler's own limit
+    assert tpu_slice("v5p-8").usable_hbm == 95 * GIB
+    assert usable_hbm("tpu-v6e")[0] == int(32 * GIB * 63 / 64)  # datasheet less the stated 1/64 reserve
+    assert usable_hbm("h100-sxm") is None
+
+
+ASYNC_HLO = """HloModule m, entry_computation_layout={()->()}
+
+%body (p: (s32[], bf16[8,128])) -> (s32[], bf16[8,128]) {
+  %p = (s32[], bf16[8,128]{1,0}) parameter(0)
+  %ar = bf16[8,128]{1,0} all-reduce(bf16[8,128]{1,0} %x), to_apply=%add
+}
+
+%cond (p: (s32[], bf16[8,128])) -> pred[] {
+  %p = (s32[], bf16[8,128]{1,0}) parameter(0)
+}
+
+ENTRY %main (a: bf16[2,640]) -> bf16[16,640] {
+  %ags = (bf16[2,640]{1,0}, bf16[16,640]{1,0}) all-gather-start(bf16[2,640]{1,0} %a), dimensions={0}
+  %agd = bf16[16,640]{1,0} all-gather-done((bf16[2,640]{1,0}, bf16[16,640]{1,0}) %ags)
+  %cps = (bf16[4,4]{1,0}, bf16[4,4]{1,0}, u32[], u32[]) collective-permute-start(bf16[4,4]{1,0} %b), source_target_pairs={{0,1}}
+  %cpd = bf16[4,4]{1,0} collective-permute-done(%cps)
+  %w = (s32[], bf16[8,128]{1,0}) while(%t), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"12"}}
+}
+"""
+
+
+def test_async_start_done_pairs_count_once_with_their_result_bytes():
+    from backends.jax_common.aot import collectives
+
+    found = collectives(ASYNC_HLO)
+    assert found["all-gather"] == {"count": 1, "bytes": 16 * 640 * 2}  # not the operand, not the done again
+    assert found["collective-permute"] == {"count": 1, "bytes": 4 * 4 * 2}  # not the u32[] context
+
+
+def test_a_collective_inside_a_while_loop_counts_trip_count_times():
+    from backends.jax_common.aot import collectives
+
+    assert collectives(ASYNC_HLO)["all-reduce"] == {"count": 12, "bytes": 12 * 8 * 128 * 2}
+
+
+COUNTED_LOOP_HLO = """HloModule m
+
+%body (p: (u32[], f32[4])) -> (u32[], f32[4]) {
+  %p = (u32[], f32[4]{0}) parameter(0)
+  %i = u32[] get-tuple-element(%p), index=0
+  %two = u32[] constant(2)
+  %one = u32[] constant(1)
+  %other = u32[] add(%i, %one)
+  %next = u32[] add(%i, %two)
+  %x = f32[4]{0} get-tuple-element(%p), index=1
+  %r = f32[4]{0} all-reduce(f32[4]{0} %x), to_apply=%add
+  ROOT %t = (u32[], f32[4]{0}) tuple(%next, %r)
+}
+
+%cond (p: (u32[], f32[4])) -> pred[] {
+  %p = (u32[], f32[4]{0}) parameter(0)
+  %i = u32[] get-tuple-element(%p), index=0
+  %limit = u32[] constant(7)
+  ROOT %lt = pred[] compare(%i, %limit), direction=LT
+}
+
+ENTRY %main (a: f32[4]) -> f32[4] {
+  %zero = u32[] constant(1)
+  %start = u32[] copy(%zero)
+  %init = (u32[], f32[4]{0}) tuple(%start, %a)
+  %w = (u32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+}
+"""
+
+
+def test_a_loop_without_a_stated_trip_count_is_read_from_its_counter():
+    from backends.jax_common.aot import collectives
+
+    # i = 1, 3, 5: three iterations below 7 (the add of 1 elsewhere in the body is not the counter's)
+    assert collectives(COUNTED_LOOP_HLO)["all-reduce"] == {"count": 3, "bytes": 3 * 16}
+
+
+# --------------------------------------------------------------------------- FLOPs checked
+@pytest.mark.parametrize("compiled, flagged", [(0.71e12, True), (1.0e12, False), (1.6e12, True)])
+def test_the_flops_check_flags_a_ratio_outside_the_range_and_uses_the_larger(compiled, flagged):
+    program = _program(compiled, 1e6, 1)  # compute-bound: the FLOPs count sets the bound
+    shape = shape_projection(512, PLAN, [program], CHIP, 1.2, 1.0e12)
+    assert shape.flops_ratio == pytest.approx(compiled / 1.0e12)
+    assert (shape.flops_flag is not None) == flagged
+    used = max(compiled, 1.0e12) if flagged else compiled
+    assert shape.step_time_bound_s == pytest.approx(used / 197e12)
+    if compiled < 1e12:
+        assert "0.710" in shape.flops_flag and "bench's 1e+12" in shape.flops_flag
+
+
+# --------------------------------------------------------------------------- fit
+def test_the_optimizer_state_kept_beside_the_grad_program_is_counted_and_refused():
+    # 14 GiB peak fits the 15.75 GiB the compiler allows; with 2 GiB of optimizer state
+    # kept on device outside it, 16 GiB does not (the old check took 14 against 16).
+    alone = _collective_program(1e12, 1e9, 0, memory=14 * GIB)
+    with_state = _collective_program(1e12, 1e9, 0, memory=14 * GIB, kept=2 * GIB)
+    assert shape_projection(512, PLAN, [alone], ICI_CHIP, 1.2, 1e12).fits
+    refused = shape_projection(512, PLAN, [with_state], ICI_CHIP, 1.2, 1e12)
+    assert not refused.fits and refused.fit_bytes_per_device == 16 * GIB
+    assert refused.usable_hbm_bytes_per_device == int(15.75 * GIB) and refused.step_time_bound_s is None
+
+
+def test_the_compilers_stated_limit_wins_over_the_datasheet():
+    stated = Program(
+        name="p", runs_per_step=1, compile_s=1.0, memory_bytes=15 * GIB, memory={"compiler_hbm_bytes": 14 * GIB}
+    )
+    shape = shape_projection(512, PLAN, [stated], CHIP, 1.2, None)
+    assert not shape.fits and shape.usable_hbm_source.startswith("the compiler's limit")
+
+
+# --------------------------------------------------------------------------- real-token units
+def test_projected_rates_are_per_real_token_with_the_padded_beside():
+    shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.20, 3.9e12, real_fraction=0.5)
+    padded = 32 * 512 / shape.step_time_bound_s / 8
+    assert shape.tokens_per_s_per_chip_bound == pytest.approx(padded)
+    assert shape.real_tokens_per_s_per_chip_bound == pytest.approx(padded / 2)
+    assert shape.usd_per_1m_real_tokens_bound == pytest.approx(2 * shape.usd_per_1m_tokens_bound)
+
+
+# --------------------------------------------------------------------------- the fine-tune's compile and lengths
+def test_a_tpu_fine_tune_names_its_compile_host_and_never_adds_its_seconds():
+    ft = fine_tune(
+        examples=100,
+        epochs=1,
+        steps=10,
+        shapes=[512, 256],
+        setup_s=None,
+        compile_s_per_shape=475.0,
+        step_time_s=0.07,
+        basis="t",
+        compile_host="cpu-2c (not a TPU VM)",
+        compile_in_time=False,
+    )
+    assert ft.time_s == pytest.approx(10 * 0.07)  # no 2 x 475 s, no setup
+    assert ft.compile_s == pytest.approx(2 * 475.0) and ft.compile_host == "cpu-2c (not a TPU VM)"
+    assert ft.setup_s is None
+
+
+def test_every_length_met_has_a_bound_compiled_or_interpolated():
+    from harness.projection import length_bounds
+
+    bounds, basis = length_bounds({512: 0.05, 384: 0.04}, [512, 448, 256, 600, 384])
+    assert bounds[512] == 0.05 and basis[512] == "compiled"
+    assert bounds[448] == pytest.approx(0.045) and basis[448] == "interpolated between 384 and 512"
+    assert bounds[256] == pytest.approx(0.04 - 128 * 0.01 / 128) and basis[256].startswith("extrapolated")
+    assert bounds[600] == pytest.approx(0.05 + 88 * 0.01 / 128)
+    one, why = length_bounds({512: 0.05}, [256])
+    assert one[256] == pytest.approx(0.025) and why[256] == "scaled by length from 512"
+    assert length_bounds({512: 0.05, 384: 0.04}, [16])[0][16] == pytest.approx(0.04 - 368 * 0.01 / 128)
+
+
+def test_the_steady_step_is_the_mean_of_the_steps_not_their_median():
+    from harness.fine_tune import steady_step_s
+
+    raw = _raw([_step("measure", 1.0, 0), _step("measure", 1.0, 0), _step("measure", 4.0, 0)])
+    assert steady_step_s(raw) == pytest.approx(2.0)  # the median would say 1.0
+
+
+def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
+    from harness.display import projection_lines
+
+    shape = shape_projection(
+        512, PLAN, [_collective_program(0.71e12, 1e9, int(1e9), kept=GIB)], ICI_CHIP, 1.2, 1e12, real_fraction=0.5
+    )
+    ft = fine_tune(
+        examples=10,
+        epochs=1,
+        steps=2,
+        shapes=[512],
+        setup_s=None,
+        compile_s_per_shape=475.0,
+        step_time_s=0.1,
+        basis="b",
+        compile_host="cpu-2c (not a TPU VM)",
+        compile_in_time=False,
+        length_bounds={512: 0.05},
+        length_basis={512: "compiled"},
+    )
+    record = ProjectionRecord(
+        scenario={"name": "s", "variant": "default"},
+        backend="torchax",
+        slice=ICI_CHIP.to_json(),
+        price=None,
+        plan=PLAN,
+        shapes=[shape],
+        fine_tune=ft,
+        provenance={},
+    )
+    text = "\n".join(projection_lines(record))
+    assert "FLAGGED: FLOPs check: compiled 7.1e+11 / bench 1e+12 = 0.710" in text
+    assert "grad x1: compute 0.005076 s, HBM 0.001221 s, collectives 0.0025 s: bound by compute" in text
+    assert "fit: 2.00 GiB per device" in text and "of 15.75 GiB usable" in text
+    assert "real tokens/s per chip" in text and "padded tokens/s per chip" in text
+    assert "setup not projected" in text
+    assert "compile, apart (not in the time): 1 shapes x 475 s per shape = 7.9 min on cpu-2c (not a TPU VM)" in text
+    assert "512: 0.05 s (compiled)" in text
+
+
+# --------------------------------------------------------------------------- accelerators (issue 37's figures)
+def test_a_tpu_vm_is_known_by_its_device_files(tmp_path):
+    from harness.accelerators import on_tpu_vm
+
+    assert not on_tpu_vm(tmp_path)
+    (tmp_path / "vfio").mkdir()
+    (tmp_path / "vfio" / "vfio").touch()  # the VFIO control node alone: no chip bound
+    assert not on_tpu_vm(tmp_path)
+    (tmp_path / "vfio" / "0").touch()
+    assert on_tpu_vm(tmp_path)
+    (accel := tmp_path / "accel").mkdir()
+    (accel / "accel0").touch()
+    assert on_tpu_vm(accel)
+
+
+def test_interconnect_peaks_and_unknown_keys():
+    from harness.accelerators import interconnect_bytes_per_s, is_unknown, peak_flops, usable_hbm
+
+    assert interconnect_bytes_per_s("tpu-v5p") == 1200e9 and interconnect_bytes_per_s("h100-sxm") == 900e9
+    assert interconnect_bytes_per_s("h200") == 900e9 and interconnect_bytes_per_s("cpu") is None
+    assert peak_flops("tpu-v5e") == 197e12 and peak_flops("cpu") is None
+    assert is_unknown("cuda-unknown") and not is_unknown("h100-sxm")
+    assert usable_hbm("tpu-v4") == (
+        int(32 * GIB * 63 / 64),
+        "datasheet less a 1.5625% reserve (v5e's compiler's share)",
+    )
+    assert usable_hbm("tpu-v5e")[1].startswith("the TPU compiler's limit")
+
+
+def test_a_projections_file_name_and_a_bad_file_refused_naming_it(tmp_path):
+    from harness.projection import load_projection, projection_filename
+
+    shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
+    record = ProjectionRecord(
+        scenario={"name": "w1", "variant": "padding=dynamic, x/y"},
+        backend="torchax",
+        slice={"name": "tpu-v5e-8"},
+        price=None,
+        plan=PLAN,
+        shapes=[shape],
+        provenance={},
+    )
+    assert projection_filename(record) == "w1__padding=dynamic-x-y__torchax__tpu-v5e-8.projection.json"
+    no_variant = record.model_copy(update={"scenario": {"name": "w1"}})
+    assert projection_filename(no_variant) == "w1__default__torchax__tpu-v5e-8.projection.json"
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    good = nested / projection_filename(record)
+    good.write_text(json.dumps(record.to_json()))
+    (tmp_path / "a" / "other.json").write_text("{}")  # not a projection's name: not read
+    (loaded,) = load_projections([tmp_path])
+    assert loaded.path == str(good) and loaded.scenario["variant"] == "padding=dynamic, x/y"
+    assert [p.path for p in load_projections([good, tmp_path / "a" / "other.json"])] == [str(good)]
+    wrong = tmp_path / "wrong.projection.json"
+    wrong.write_text(json.dumps({"schema": "bench.result"}))
+    with pytest.raises(ValueError, match=rf"^{wrong}: not a bench projection$"):
+        load_projection(wrong)
+    broken = tmp_path / "broken.projection.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=rf"^{broken}: Expecting property name"):
+        load_projection(broken)
+    with pytest.raises(ValueError, match="missing.projection.json: "):
+        load_projection(tmp_path / "missing.projection.json")
+
+
+def test_refusals_name_the_slice_and_what_is_known():
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("gpu-8")
+    assert str(raised.value).endswith("gpu-8: expected a TPU slice such as tpu-v5e-8, tpu-v5p-8 or tpu-v6e-8")
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("v3-8", source="slices[0]")
+    assert str(raised.value) == (
+        "slices[0]: v3-8: no HBM and peak figures for tpu-unknown (known: tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e)"
+    )
+    lite = tpu_slice("tpu-v5litepod-16")
+    assert (lite.catalog_key, lite.chips, lite.topology, lite.host_bounds) == ("tpu-v5e", 16, "v5e:4x4", (2, 4, 1))
+    assert tpu_slice("v4-16").topology == "v4:2x2x2" and tpu_slice("v4-16").host_bounds == (2, 2, 1)
+
+
+def test_lengths_between_four_compiled_ones_use_their_two_neighbours():
+    from harness.projection import length_bounds
+
+    compiled = {128: 0.02, 256: 0.03, 384: 0.05, 512: 0.08}
+    bounds, basis = length_bounds(compiled, [300, 200, 600, 64])
+    assert bounds[300] == pytest.approx(0.03 + 44 * 0.02 / 128) and basis[300] == "interpolated between 256 and 384"
+    assert bounds[200] == pytest.approx(0.02 + 72 * 0.01 / 128) and basis[200] == "interpolated between 128 and 256"
+    assert bounds[600] == pytest.approx(0.08 + 88 * 0.03 / 128) and basis[600] == "extrapolated from 384 and 512"
+    assert bounds[64] == pytest.approx(0.02 - 64 * 0.01 / 128) and basis[64] == "extrapolated from 128 and 256"
+    one, _ = length_bounds({512: 0.05}, [256, 128, 512])
+    assert one == {256: pytest.approx(0.025), 128: pytest.approx(0.0125), 512: 0.05}
+    assert length_bounds({100: 0.5, 200: 0.1}, [300])[0][300] == 0.0  # a falling line stops at zero
+
+
+# --------------------------------------------------------------------------- exact words and edges (the mutation check)
+def test_the_flops_flag_says_which_count_and_why_in_both_directions():
+    from harness.projection import flops_check
+
+    assert flops_check(0.9e12, 1e12) == (pytest.approx(0.9), 0.9e12, None)  # the range's ends are inside
+    assert flops_check(1.5e12, 1e12) == (pytest.approx(1.5), 1.5e12, None)
+    assert flops_check(None, 1e12) == (None, None, None) and flops_check(1e12, None) == (None, 1e12, None)
+    low = flops_check(0.5e12, 1e12)
+    assert low[1] == 1e12 and low[2] == (
+        "FLOPs check: compiled 5e+11 / bench 1e+12 = 0.500, outside [0.9, 1.5]: the compute term uses the larger, "
+        "bench's 1e+12, because the compiler counts less work than the step does (a while loop's body counted once: "
+        "docs/measurements.md, issue 37)"
+    )
+    high = flops_check(2e12, 1e12)
+    assert high[1] == 2e12 and high[2] == (
+        "FLOPs check: compiled 2e+12 / bench 1e+12 = 2.000, outside [0.9, 1.5]: the compute term uses the larger, "
+        "the compiler's 2e+12, because the compiler counts work bench's convention leaves out (recomputation, "
+        "padding, extra ops)"
+    )
+
+
+def test_a_program_filling_usable_hbm_exactly_fits_and_one_without_flops_has_no_terms():
+    exact = _collective_program(1e12, 1e9, 0, memory=int(15.75 * GIB))
+    shape = shape_projection(512, PLAN, [exact], ICI_CHIP, 1.2, 1e12)
+    assert shape.fits and shape.flops_per_device_per_forward == 1e12
+    assert Program(name="p", runs_per_step=1, compile_s=0, memory_bytes=1, bytes_accessed=1e9).terms(CHIP) is None
+    assert Program(name="p", runs_per_step=1, compile_s=0, memory_bytes=1, flops=1e9).terms(CHIP) is None
+
+
+def test_a_fine_tune_is_paid_for_one_chip_unless_told():
+    ft = fine_tune(
+        examples=1,
+        epochs=1,
+        steps=1,
+        shapes=[8],
+        setup_s=0.0,
+        compile_s_per_shape=0.0,
+        step_time_s=3600.0,
+        basis="b",
+        usd_per_chip_hour=2.0,
+    )
+    assert ft.usd == pytest.approx(2.0)
+
+
+def test_the_compile_costs_read_every_kind_of_step():
+    from harness.fine_tune import compile_costs, steady_step_s
+
+    steps = [
+        {"phase": "warmup", "time_s": 7.0, "num_compiles": 3, "seq_len": 128},  # an old record: one length a step
+        {"phase": "warmup", "time_s": 4.0, "num_compiles": 1, "seq_lens": [256, 64]},
+        {"phase": "measure", "time_s": 1.0, "num_compiles": 0, "seq_lens": [256]},
+        {"phase": "measure", "time_s": 0.5, "num_compiles": 0, "seq_lens": [256]},  # faster than steady: no compile
+    ]
+    first, lengths, per_shape = compile_costs({"loop": {"steps": steps}}, 1.0)
+    assert (first, lengths) == (pytest.approx(6.0 + 3.0), [64, 128, 256])
+    assert per_shape == pytest.approx(9.0 / 3)  # no measured step compiled: the first compile per length
+    steps.append({"phase": "measure", "time_s": 2.5, "num_compiles": 2, "seq_lens": [512]})
+    assert compile_costs({"loop": {"steps": steps}}, 1.0)[2] == pytest.approx(1.5 / 2)
+    cheap = [{"phase": "warmup", "time_s": 0.5, "num_compiles": 1, "seq_lens": [8]}, *steps[2:4]]
+    assert compile_costs({"loop": {"steps": cheap}}, 1.0)[0] == 0.0  # never below nothing
+    # every measured step compiled: the steps less their compile seconds; a step without them is left out
+    compiled = [
+        {"phase": "measure", "time_s": 3.0, "num_compiles": 1, "compile_s": 2.0},
+        {"phase": "measure", "time_s": 5.0, "num_compiles": 1},
+    ]
+    assert steady_step_s({"loop": {"steps": compiled}}) == pytest.approx(1.0)
+    assert steady_step_s({"loop": {"steps": compiled[1:]}}) is None
+
+
+def test_the_fine_tunes_epochs_are_the_workloads():
+    from types import SimpleNamespace
+
+    from harness.fine_tune import epochs_of
+
+    assert epochs_of(SimpleNamespace(workload=SimpleNamespace(epochs=3))) == 3
+    assert epochs_of(SimpleNamespace(workload=None)) == 1
+
+
+def test_slice_names_count_chips_and_devices_have_keys():
+    from harness.accelerators import catalog_key, chips_in_slice, identify
+
+    assert chips_in_slice("V5LITEPOD-16") == 16 and chips_in_slice("v5litepod-4") == 4
+    with pytest.raises(ValueError, match=r"^not a TPU slice name: 'h100-8'$"):
+        chips_in_slice("h100-8")
+    assert catalog_key("cpu", "anything") == "cpu" and catalog_key("gpu", "x") == "gpu-unknown"
+    assert identify("cuda", None) is None and identify("metal", "TPU v4") is None
+
+
+def test_larger_slices_lay_out_their_hosts_and_a_missing_size_lists_the_known():
+    big = tpu_slice("v5p-64")  # 32 chips: 2x4x4, 4 chips a host as 2x2x1
+    assert (big.topology, big.host_bounds) == ("v5p:2x4x4", (2, 2, 1))
+    wide = tpu_slice("tpu-v5e-32")
+    assert (wide.topology, wide.host_bounds) == ("v5e:4x8", (2, 4, 1))
+    with pytest.raises(SpecError) as raised:
+        tpu_slice("tpu-v5e-6")
+    assert str(raised.value) == (
+        "--compile-for: tpu-v5e-6: 6 chips: no tpu-v5e topology known here (chips: 1, 4, 8, 16, 32, 64, 128, 256)"
+    )
+    from harness.projection import projection_filename
+
+    record = ProjectionRecord(
+        scenario={"name": "w1", "variant": "Padding=Dynamic"},
+        backend="b",
+        slice={"name": "s"},
+        price=None,
+        plan=PLAN,
+        shapes=[],
+        provenance={},
+    )
+    assert projection_filename(record) == "w1__Padding=Dynamic__b__s.projection.json"
+
+
+def test_small_compile_excesses_and_a_single_first_length():
+    from harness.fine_tune import compile_costs
+
+    steps = [
+        {"phase": "warmup", "time_s": 5.0, "num_compiles": 1, "seq_lens": [128]},
+        {"phase": "measure", "time_s": 1.0, "num_compiles": 0, "seq_lens": [128]},
+    ]
+    assert compile_costs({"loop": {"steps": steps}}, 1.0) == (pytest.approx(4.0), [128], pytest.approx(4.0))
+    steps.append({"phase": "measure", "time_s": 1.5, "num_compiles": 1, "seq_lens": [64]})
+    assert compile_costs({"loop": {"steps": steps}}, 1.0)[2] == pytest.approx(0.5)

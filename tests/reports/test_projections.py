@@ -75,3 +75,54 @@ def test_a_projection_is_shown_apart_with_measured_over_projected():
     text = markdown(report)
     assert "Projected on TPU (compiler's bound, not measured)" in text
     assert len(report.sections[0].rows) == 2  # the projection is no measured row
+
+
+def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
+    from harness.projection import Program, ProjectionRecord, TpuSlice, shape_projection
+    from reports.model import build
+    from reports.render import html, markdown
+
+    chip = TpuSlice("tpu-v5e-8", "tpu-v5e", 8, "v5e:2x4", (2, 4, 1), 16 * 1024**3, 819e9, 197e12)
+    plan = {"rows_per_step": 32, "rows_per_forward": 32, "accumulation": 1, "devices": 8}
+    program = Program(name="p", runs_per_step=1, compile_s=2.0, memory_bytes=1024**3, flops=4e12, bytes_accessed=1e9)
+    shape = shape_projection(512, plan, [program], chip, 1.2, 5.6e12, real_fraction=0.5)
+    projection = ProjectionRecord(
+        scenario={"name": "tiny", "variant": "default"},
+        backend="torchax",
+        slice=chip.to_json(),
+        price=None,
+        plan=plan,
+        shapes=[shape],
+        provenance={},
+    )
+    report = build([make_record([0.5] * 4)], projections=[projection])
+    (row,) = report.projected
+    assert row.real_tokens_per_s_per_chip_bound == pytest.approx(row.tokens_per_s_per_chip_bound / 2)
+    assert row.usd_per_1m_real_bound == pytest.approx(2 * row.usd_per_1m_bound)
+    assert row.flops_flag.startswith("length 512: FLOPs check: compiled 4e+12 / bench 5.6e+12 = 0.714")
+    for text in (markdown(report), html(report)):
+        assert "real tokens/s/chip bound" in text and "padded tokens/s/chip bound" in text
+        assert "outside [0.9, 1.5]" in text
+
+
+def test_a_measured_fine_tune_says_its_record_setup_and_compile_host():
+    from harness.fine_tune import from_record
+    from harness.loader import validate
+    from harness.result import as_records
+
+    raw = _padding_records()[0]
+    raw["accelerator"].update(count=2, catalog_key="h100-sxm", kind="cuda")
+    (record,) = as_records([raw])
+    scenario = validate(record.scenario.resolved, "t")
+    ft = from_record(record, scenario, 3.0)
+    assert ft.basis == (
+        f"measured: record {record.run_id} (setup, first compile, compile seconds per new shape, mean steady step)"
+    )
+    assert ft.compile_host == "h100-sxm (the measured run's own)" and ft.compile_in_time and ft.setup_s == 1.0
+    assert ft.usd == pytest.approx(2 * ft.time_s / 3600 * 3.0)
+    raw["raw"].pop("setup_s")
+    (no_setup,) = as_records([raw])
+    ft = from_record(no_setup, scenario)
+    assert ft.setup_s is None and "(setup not recorded: not projected, first compile" in ft.basis and ft.usd is None
+    raw["raw"]["loop"] = None
+    assert from_record(as_records([raw])[0], scenario) is None
