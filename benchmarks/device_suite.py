@@ -240,6 +240,10 @@ def print_plan(found: list[Run], out: str) -> int:
         f"\ntotal (core runs): {core} s (limit {CORE_LIMIT_S} s); the rest only while the deadline "
         f"({DEADLINE_S} s from the first run) leaves their budget"
     )
+    print(
+        f"then, while the deadline leaves >= 60 s: the projection's GPU calibration of the JAX W1 records "
+        f"(benchmarks/gpu_calibration.py) -> {out}/calibration.txt and <run_id>.calibration.json in records.tgz"
+    )
     return 0 if core <= CORE_LIMIT_S else 1
 
 
@@ -286,7 +290,35 @@ def execute(found: list[Run], out: Path, results: Path, tiny: bool, only: int | 
         with ledger.open("a") as stream:
             stream.write(f"{run.slug}\t{run.label}\t{run.budget_s}\t{wall:.1f}\t{code}\t{outcome}\n")
         print(f"--- {run.slug}: {outcome} ({wall:.1f} s)", flush=True)
+    if not tiny:
+        calibrate(results, out, deadline_s - (time.monotonic() - begun))
+        archive(results, out)
     return 0
+
+
+CALIBRATED = ("w1-torchax", "w1-jax-tunix")  # the JAX backends' W1 runs (issue 37, calibration (a))
+
+
+def calibrate(results: Path, out: Path, left_s: float) -> None:
+    """The projection's calibration on this card (benchmarks/gpu_calibration.py): each JAX
+    W1 record's step compiled here, bounded with the card's peak, HBM and NVLink, beside the
+    measured step; printed into $OUT/calibration.txt, each .calibration.json beside its
+    record (so in records.tgz). Only while the deadline leaves time: a compile is ~30 s."""
+    lines = []
+    for slug_dir in sorted(p for p in results.glob("*") if p.name.endswith(CALIBRATED)):
+        for record in sorted(r for r in slug_dir.rglob("*.json") if not r.name.endswith(".calibration.json")):
+            if left_s < 60:
+                lines.append(f"{record.name}: not calibrated, {left_s:.0f} s left before the deadline")
+                continue
+            started = time.monotonic()
+            command = [sys.executable, str(ROOT / "benchmarks" / "gpu_calibration.py"), str(record)]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=left_s)
+                lines.append((done.stdout + done.stderr).strip() or f"{record.name}: exit {done.returncode}")
+            except subprocess.TimeoutExpired:
+                lines.append(f"{record.name}: calibration cut at {left_s:.0f} s")
+            left_s -= time.monotonic() - started
+    (out / "calibration.txt").write_text("\n".join(lines) + "\n")
 
 
 def trace_summary(results: Path, target: Path) -> None:
