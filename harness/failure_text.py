@@ -45,8 +45,11 @@ def explained(reason: str, limit: int = REASON_CHARS) -> str:
     lines = text.splitlines()
     head = lines[0].strip() if lines else ""
     cause = cause_line(text)
-    first = _clip(head, HEAD_CHARS) if cause == head else f"{_clip(head, HEAD_CHARS)} … {_clip(cause, CAUSE_CHARS)}"
-    rest = "\n".join([head[HEAD_CHARS:]] * (len(head) > HEAD_CHARS) + lines[1:])
+    if cause == head:  # one sentence that explains itself: whole, however long
+        first, rest = head, "\n".join(lines[1:])
+    else:  # a clipped head stays whole in the body: nothing of the reason is lost
+        first = f"{_clip(head, HEAD_CHARS)} … {_clip(cause, CAUSE_CHARS)}"
+        rest = "\n".join([head] * (len(head) > HEAD_CHARS) + lines[1:])
     body = _cut_middle(rest, max(0, limit - len(first) - 1))
     return f"{first}\n{body}" if body else first
 

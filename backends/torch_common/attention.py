@@ -170,6 +170,7 @@ def attention_facts(loss, options, device, autocast, scenario, backend: str) -> 
 
 
 def causal_lm_config(loss):
-    from backends.hf_common.loss import causal_lm
-
-    return causal_lm(loss.model).config
+    """The config of the transformers model inside a peft wrapper (or of the model itself);
+    as backends.hf_common.loss.causal_lm, which imports this module: no import cycle."""
+    model = loss.model
+    return (model.get_base_model() if hasattr(model, "get_base_model") else model).config

@@ -147,19 +147,36 @@ def test_a_plan_says_the_profile_applied_and_every_task_serve_included():
 
 
 def test_suite_entries_that_differ_in_compile_attention_or_padding_print_different_plans():
-    suite = load_suite(str(ACCELERATOR_SUITE))
+    fast = {"tasks": ["train"], "model.attention": "sdpa", "backend_options.torch.compile": True}
+    entries = {
+        "torch compiled": ("torch", fast),
+        "torch compiled, packed": ("torch", {**fast, "sequence.padding": "packed"}),
+        "gpu-fsdp": ("gpu-fsdp", {"tasks": ["train"], "parallel.devices": 1}),
+    }
     texts = {}
-    for entry in suite.runs[:3]:  # torch compiled; torch compiled, packed; gpu-fsdp compiled
-        (run,) = resolve_runs(str(ACCELERATOR_SUITE.parent / entry.scenario), dict(entry.set), None)
-        texts[entry.label] = printed(print_plans, [(run, None)], False, entry.backend)
+    for label, (backend, sets) in entries.items():
+        (run,) = resolve_runs(GEMMA, dict(sets), None)
+        texts[label] = printed(print_plans, [(run, None)], False, backend)
     compiled, packed, fsdp = texts.values()
     assert "attention               sdpa" in compiled and "backend options         compile: true" in compiled
     assert "padding static" in compiled and "padding packed" in packed
     assert "backend                 gpu-fsdp" in fsdp
     assert len(set(texts.values())) == 3
-    (eager,) = resolve_runs(GEMMA, {"tasks": ["train"]}, None)
-    text = printed(print_plans, [(eager, None)], False, "torch")
-    assert "attention               eager" in text and "backend options         none (the backend's defaults)" in text
+    # the accelerator suite's entries as written print distinct plans too
+    suite = load_suite(str(ACCELERATOR_SUITE))
+    written = [
+        printed(
+            print_plans,
+            [(resolve_runs(str(ACCELERATOR_SUITE.parent / e.scenario), dict(e.set), None)[0], None)],
+            False,
+            e.backend,
+        )
+        for e in suite.runs[:5]
+    ]
+    assert len(set(written)) == 5
+    (default,) = resolve_runs(GEMMA, {"tasks": ["train"]}, None)
+    text = printed(print_plans, [(default, None)], False, "torch")
+    assert "attention               auto" in text and "backend options         none (the backend's defaults)" in text
 
 
 # --------------------------------------------------------------------------- suite preview
