@@ -3,23 +3,12 @@ its change point and its budget line drawn (the suite's browser tests: test_repo
 
 from __future__ import annotations
 
-import os
-import shutil
-
-import pytest
-
 from harness.cli import main
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from browser import offline_page
 
 
 def test_the_history_page_renders_in_headless_chromium_with_its_budget_line(tmp_path, capsys):
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Chromium (.ci/run installs Debian's chromium)")
-        pytest.skip("Chromium is not installed here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     from history_series import run_records, store, values
 
     results = store(tmp_path / "results", run_records(values(seed=7, step=True)))
@@ -27,24 +16,8 @@ def test_the_history_page_renders_in_headless_chromium_with_its_budget_line(tmp_
     budgets.write_text("budgets:\n  - {metric: step_time_s, max: 0.65}\n")
     page_path = tmp_path / "history.html"
     assert main(["history", str(results), "--budgets", str(budgets), "-o", str(page_path)]) == 0
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1300, "height": 900}, offline=True)
-        outside = []
-        context.route(
-            "**/*",
-            lambda route: (
-                (outside.append(route.request.url), route.abort())
-                if not route.request.url.startswith("file:")
-                else route.continue_()
-            ),
-        )
-        page = context.new_page()
-        errors = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(page_path.as_uri())
-        page.wait_for_load_state("load")
+    with offline_page(page_path) as loaded:
+        page, errors, outside = loaded.page, loaded.errors, loaded.outside
         legend = page.evaluate("Array.from(document.querySelectorAll('div.plot .legendtext')).map(t => t.textContent)")
         points = page.evaluate("document.querySelectorAll('div.plot .scatterlayer .trace .point').length")
         lines = page.evaluate("document.querySelectorAll('div.plot .scatterlayer .trace .js-line').length")
@@ -52,7 +25,6 @@ def test_the_history_page_renders_in_headless_chromium_with_its_budget_line(tmp_
             "Array.from(document.querySelectorAll('div.plot .annotation-text')).map(t => t.textContent)"
         )
         changes = page.evaluate("document.getElementById('changes').textContent")
-        browser.close()
     assert errors == [] and outside == []
     assert legend == ["step_time_s", "budget max 0.65 (s)"]
     assert points == 30 and lines == 2  # the series' 30 runs, its line and the budget's

@@ -8,19 +8,17 @@ scrolling and the main table needs no horizontal scroll."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
+from browser import offline_page
 from conftest import ROOT, bench
 
 QUICKSTART = ROOT / "tests" / "fixtures" / "quickstart"
 TRAIN = json.loads(next(QUICKSTART.glob("*-torch-*.json")).read_text())
 SERVE = json.loads(next(QUICKSTART.glob("*-serve-*.json")).read_text())
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +110,11 @@ READ_LAYOUT = """() => {
 
 @pytest.mark.slow
 def test_headline_visible_without_scrolling_at_1366_px(page, tmp_path):
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Chromium (.ci/run installs Debian's chromium)")
-        pytest.skip("Chromium is not installed here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     shot = tmp_path / "quickstart-1366.png"
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = browser.new_context(viewport={"width": 1366, "height": 768}, offline=True).new_page()
-        tab.goto(page.as_uri())
-        tab.wait_for_load_state("load")
-        seen = tab.evaluate(READ_LAYOUT)
-        tab.screenshot(path=str(shot))  # the first screen, as a user sees it
-        browser.close()
+    with offline_page(page, 1366, 768) as loaded:
+        seen = loaded.page.evaluate(READ_LAYOUT)
+        loaded.page.screenshot(path=str(shot))  # the first screen, as a user sees it
+    assert loaded.errors == [] and loaded.outside == []
     width, height = seen["viewport"]
     assert seen["glanceTables"] == 2  # train and serve
     assert seen["glanceBottom"] <= height, seen  # both answer tables on the first screen

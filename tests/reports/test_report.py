@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import re
-import shutil
 import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from browser import offline_page
 from conftest import ROOT, TINY, bench, records_in, write_scenario
 from records import failed_record, make_record
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = "<script>window.__pwned = 1</script>"
 
 
@@ -149,33 +147,11 @@ READ_PAGE = """() => {
 
 @pytest.mark.slow
 def test_report_renders_in_headless_chromium_offline(results, tmp_path):
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Chromium (.ci/run installs Debian's chromium)")
-        pytest.skip("Chromium is not installed here (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     page_path = tmp_path / "index.html"
     report(results, page_path, "--baseline", "variant=padding=static accelerator=cpu")
     shot = tmp_path / "test-report.png"
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1300, "height": 900}, offline=True)
-        outside = []
-        context.route(
-            "**/*",
-            lambda route: (
-                (outside.append(route.request.url), route.abort())
-                if not route.request.url.startswith("file:")
-                else route.continue_()
-            ),
-        )
-        page = context.new_page()
-        errors = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(page_path.as_uri())
-        page.wait_for_load_state("load")
+    with offline_page(page_path) as loaded:
+        page, errors, outside = loaded.page, loaded.errors, loaded.outside
         plots = page.evaluate("document.querySelectorAll('div.plot').length")
         drawn = page.evaluate(
             "Array.from(document.querySelectorAll('div.plot')).filter(d => d.querySelector('svg.main-svg') && d.querySelector('.trace') && d.querySelector('.point')).length"
@@ -184,7 +160,6 @@ def test_report_renders_in_headless_chromium_offline(results, tmp_path):
         headings = page.evaluate("Array.from(document.querySelectorAll('h2')).map(h => h.textContent)")
         seen = page.evaluate(READ_PAGE)
         page.screenshot(path=str(shot), full_page=True)
-        browser.close()
     assert errors == [] and outside == []
     # tiny: timeline, distribution, cost vs throughput, price sensitivity (cpu vs v5e-8);
     # hostile: timeline, distribution, cost vs throughput. Drawn = an SVG with traces and points.
