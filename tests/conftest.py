@@ -92,6 +92,20 @@ def pytest_runtest_protocol(item, nextitem):
         yield
 
 
+# Importing torchax registers its 'jax' device as torch's PrivateUse1 accelerator for the
+# rest of the process: every later torch.compile in this worker then fails ("PyTorch is not
+# linked with support for jax devices"), in whichever test xdist happens to run next. A test
+# that imports it must do so in a child interpreter; this names the test that did not.
+def pytest_runtest_teardown(item, nextitem):
+    if "torchax" in sys.modules:
+        del sys.modules["torchax"]  # report once, not in every later test
+        pytest.fail(
+            f"{item.nodeid} imported torchax in the pytest process: run it in a child "
+            "interpreter (it registers the 'jax' device and breaks torch.compile in later tests)",
+            pytrace=False,
+        )
+
+
 def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """`bench ARGS` as a subprocess of this interpreter; output captured as text."""
     full_env = {**os.environ, **(env or {})}
