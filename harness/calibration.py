@@ -5,14 +5,26 @@ A roofline bound (harness/projection.py) is a lower bound on step time; what a r
 step takes is some fraction of it. That fraction is known only where a measurement and
 the same configuration's bound meet: a published TPU training measurement re-projected
 through a bench backend at the same model, batch, sequence and slice, or a GPU run whose
-compiled step the device suite also bounded (benchmarks/gpu_calibration.py). Each entry
-here carries its full configuration and its source; `measured_over_bound` is None until
-the bound has been computed by a bench backend (never guessed).
+compiled step the device suite also bounded (benchmarks/gpu_calibration.py).
+
+Each published entry carries its full configuration and its source. Its bound is never
+typed in: it is read from the projection record `bench plan --compile-for` wrote for that
+configuration, committed beside this table (benchmarks/calibration/, each file's
+provenance says the command, the compile host and the library versions). An entry whose
+record is missing, or whose record does not have the entry's configuration, has no
+ratio. Standard library only (the core imports no framework).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTIONS = ROOT / "benchmarks" / "calibration"
 
 
 @dataclass(frozen=True)
@@ -20,49 +32,104 @@ class PublishedMeasurement:
     source: str
     catalog_key: str
     slice: str
-    model: str
+    model: str  # bench's preset of the same architecture
     method: str  # full / lora
     global_batch: int
     seq_len: int
+    measured_step_s: float
     measured_tokens_per_s_per_chip: float
     measured_tflops_per_chip: float | None  # the publisher's own count
-    bound_tokens_per_s_per_chip: float | None = None  # bench's bound, same configuration
-    note: str = ""
+    # The projection record of the same configuration (a file in PROJECTIONS), or None.
+    projection: str | None = None
+    # What the publisher's run does that bench's compiled step does not (or the reverse).
+    differences: str = ""
+
+    @cached_property
+    def projected(self) -> dict[str, Any] | None:
+        """The committed projection's one shape, checked against this entry's
+        configuration; None without a record."""
+        if not self.projection:
+            return None
+        path = PROJECTIONS / self.projection
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text())
+        mismatch = configuration_mismatch(self, record)
+        if mismatch:
+            raise ValueError(f"{path}: {mismatch}")
+        (shape,) = record["shapes"]
+        return shape
+
+    @property
+    def bound_tokens_per_s_per_chip(self) -> float | None:
+        """The bound's tokens per second per chip (every token of the publisher's
+        synthetic rows is real: its padded and real counts are one)."""
+        shape = self.projected
+        return shape["tokens_per_s_per_chip_bound"] if shape and shape["fits"] else None
 
     @property
     def measured_over_bound(self) -> float | None:
-        if not self.bound_tokens_per_s_per_chip:
-            return None
-        return self.measured_tokens_per_s_per_chip / self.bound_tokens_per_s_per_chip
+        bound = self.bound_tokens_per_s_per_chip
+        return self.measured_tokens_per_s_per_chip / bound if bound else None
 
+
+def configuration_mismatch(entry: PublishedMeasurement, record: dict[str, Any]) -> str | None:
+    """Which field of a projection record differs from the published configuration
+    (slice, model, method, global batch, sequence), or None."""
+    resolved = record["scenario"]["resolved"]
+    found = {
+        "slice.name": (record["slice"]["name"], entry.slice),
+        "model.preset": (resolved["model"]["preset"], entry.model),
+        "train.method": (resolved["train"]["method"], entry.method),
+        "train.global_batch": (resolved["train"]["global_batch"], entry.global_batch),
+        "shapes.seq_len": ([s["seq_len"] for s in record["shapes"]], [entry.seq_len]),
+    }
+    for field, (have, want) in found.items():
+        if have != want:
+            return f"{field} is {have!r}, the published run's is {want!r}"
+    return None
+
+
+MAXTEXT_DIFFERENCES = (
+    "MaxText runs 3 rows per chip in one forward pass, bench 1 row x 3 passes (3 rows in one pass need "
+    "32.91 GiB of temporaries per chip here, v6e allows 31.25); MaxText's remat policy 'custom' keeps the q/k/v/"
+    "out projections and layer inputs (offloaded to host memory), bench recomputes each decoder layer whole; "
+    "MaxText's splash blocks are 2,048 tokens, bench's 512; its XLA flags (collective overlap, sparse-core "
+    "all-reduce offload) are not set"
+)
 
 PUBLISHED: tuple[PublishedMeasurement, ...] = (
     PublishedMeasurement(
         source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8 (MaxText "
-        "tpu-recipes-v0.1.4, JAX 0.6.1): 'completed step: 14, seconds: 3.443, TFLOP/s/device: 413.433, "
-        "Tokens/s/device: 7138.890'",
+        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
+        "3.443, TFLOP/s/device: 413.433, Tokens/s/device: 7138.890, total_weights: 196608'",
         catalog_key="tpu-v6e",
         slice="tpu-v6e-8",
-        model="Llama 3.1 8B",
-        method="full (pre-training step, remat custom, fsdp over 8 chips)",
-        global_batch=24,  # per_device_batch_size 3 x 8 chips
+        model="llama-3.1-8b",
+        method="full",
+        global_batch=24,  # per_device_batch_size 3 x 8 chips (total_weights 196,608 = 24 x 8,192)
         seq_len=8192,
+        measured_step_s=3.443,
         measured_tokens_per_s_per_chip=7138.89,
         measured_tflops_per_chip=413.433,
-        note="not yet re-projected: bench has no Llama 3.1 8B preset (harness/presets.py)",
+        projection="llama31_8b_v6e-8.projection.json",
+        differences=MAXTEXT_DIFFERENCES,
     ),
     PublishedMeasurement(
-        source="github.com/AI-Hypercomputer/maxtext docs/reference/models/tiering.md (Trillium, Gold): Llama 3.1 8B, "
-        "256 chips, BF16, SL=8192, MFU 45.46%, approx 7,207 tokens/s/device",
+        source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-16 (MaxText "
+        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
+        "3.393, TFLOP/s/device: 419.485, Tokens/s/device: 7243.378, total_weights: 393216'",
         catalog_key="tpu-v6e",
-        slice="tpu-v6e-256",
-        model="Llama 3.1 8B",
-        method="full (pre-training step)",
-        global_batch=0,  # not stated in the table: the linked recipe's per-device batch
+        slice="tpu-v6e-16",
+        model="llama-3.1-8b",
+        method="full",
+        global_batch=48,  # per_device_batch_size 3 x 16 chips (total_weights 393,216 = 48 x 8,192)
         seq_len=8192,
-        measured_tokens_per_s_per_chip=7207.0,
-        measured_tflops_per_chip=None,
-        note="not yet re-projected: bench has no Llama 3.1 8B preset; the global batch is the recipe's, not tabled",
+        measured_step_s=3.393,
+        measured_tokens_per_s_per_chip=7243.378,
+        measured_tflops_per_chip=419.485,
+        projection="llama31_8b_v6e-16.projection.json",
+        differences=MAXTEXT_DIFFERENCES,
     ),
 )
 

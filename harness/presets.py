@@ -48,6 +48,16 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=1_000_000.0,
         tie_embeddings=True,
     ),
+    # Llama 3.1 8B (meta-llama/Llama-3.1-8B config.json): the model of the published TPU
+    # measurements the projection is calibrated against (harness/calibration.py). Untied
+    # head; Llama 3's rope scaling is left out (it changes no FLOP and no byte).
+    "llama-3.1-8b": dict(
+        family="llama",
+        **_sizes(128_256, 4096, 14_336, 32, 32, 8, 128),
+        max_position_embeddings=131_072,
+        rope_theta=500_000.0,
+        tie_embeddings=False,
+    ),
     # For tests: Gemma 3's layout with two layers of hidden 64. The sliding window is
     # shorter than most sequences so the padded-sliding-window path is exercised too.
     "tiny-gemma3": dict(

@@ -29,6 +29,7 @@ from harness.projection import Program, ProjectionRecord, ShapeProjection, TpuSl
 from harness.projection import length_bounds as projection_length_bounds
 
 TPU_PYTHON_ENV = "BENCH_PYTHON_TPU"
+LIBTPU_LOCKFILE = "/tmp/libtpu_lockfile"
 AOT_BACKENDS = ("jax-tunix", "torchax")
 
 
@@ -251,6 +252,12 @@ def _compile(request: CompileRequest, run, plan, chip: TpuSlice, lengths: list[i
 def _worker_failure(done, chip: TpuSlice) -> str:
     lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
     tail = lines[-1] if lines else f"exit {done.returncode}"
+    if "libtpu_lockfile" in done.stderr or "multi-process lockfile" in done.stderr:
+        # libtpu lets one process per host hold it, even for a deviceless compile.
+        return (
+            f"cannot compile for {chip.name} now: another process holds libtpu ({LIBTPU_LOCKFILE}), most likely "
+            "another `bench plan --compile-for` still running; wait for it, or remove the file if none is"
+        )
     if "No module named 'libtpu'" in done.stderr or "TPU platform" in done.stderr or "libtpu" in tail:
         return f"cannot compile for {chip.name} here: {tail} (install the tpu extra: pip install -e '.[tpu]'; {TPU_PYTHON_ENV})"
     missing = re.search(r"No module named '([\w.]+)'", done.stderr)

@@ -175,8 +175,8 @@ def while_trip_count(line: str, bodies: dict[str, list[str]], loop) -> int:
         index, limit = _loop_limit(bodies[loop.group(2)])
         step = _loop_step(bodies[loop.group(3)], index)
         start = _loop_start(loop.group(1), index, bodies, line)
-    except (KeyError, ValueError, IndexError):
-        return 1
+    except (KeyError, ValueError, IndexError, StopIteration, AttributeError):
+        return 1  # not a loop of that shape (no LT compare, an init that is no tuple here...)
     return max(1, -(-(limit - start) // step))
 
 

@@ -10,6 +10,11 @@
 - `xla`: `jax.nn.dot_product_attention`'s XLA implementation pinned.
 - `masked`: the backend's previous path, attention scores with an additive padding mask
   (Tunix's einsums; HF's `model.attention` lowered by torchax).
+- `splash` (torchax): Pallas's TPU splash attention kernel (what MaxText runs), causal,
+  never the [T, S] scores in HBM; a TPU only (refused elsewhere in one line), each
+  device's rows through the kernel under shard_map. Not auto's choice on a TPU yet: the
+  compiler's cost model does not see into the kernel (its FLOPs are missing from
+  cost_analysis; the projection's FLOPs check then flags it and uses bench's count).
 
 No padding mask is passed: the harness pads rows on the right (harness/data/batches.py
 collate), so under the causal mask no real token sees a padding key, and the padding
@@ -24,8 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
-CHOICES = ("auto", "cudnn", "xla", "masked")
+CHOICES = ("auto", "cudnn", "xla", "masked", "splash")
 DOT_PRODUCT = "jax.nn.dot_product_attention"
+SPLASH = "Pallas TPU splash attention (jax.experimental.pallas.ops.tpu.splash_attention)"
 SIXTEEN_BIT = ("bf16", "fp16")
 
 
@@ -65,6 +71,13 @@ def resolve(wanted: str, field: str, platform: str, compute: str, heads: int, kv
     A pinned cudnn that cannot run is refused in one line naming `field`."""
     if wanted in ("xla", "masked"):
         return wanted, None
+    if wanted == "splash":
+        if platform != "tpu":
+            raise ValueError(
+                f"{field}: splash cannot run here: Pallas's splash kernel needs a TPU (JAX's platform is "
+                f"{platform}); use auto or xla"
+            )
+        return "splash", None
     why_not = cudnn_cannot_run(platform, compute, heads, kv_heads, head_dim)
     if wanted == "cudnn":
         if why_not:
@@ -76,9 +89,12 @@ def resolve(wanted: str, field: str, platform: str, compute: str, heads: int, kv
 def facts(wanted: str, implementation: str, why: str | None, masked_path: str) -> dict[str, Any]:
     """The record's execution facts: the attention that ran, its implementation, and
     whether it was the default (auto) or pinned by the scenario."""
-    attention = (
-        masked_path if implementation == "masked" else f"{DOT_PRODUCT} ({implementation}), causal, no padding mask"
-    )
+    if implementation == "masked":
+        attention = masked_path
+    elif implementation == "splash":
+        attention = f"{SPLASH}, causal, no padding mask"
+    else:
+        attention = f"{DOT_PRODUCT} ({implementation}), causal, no padding mask"
     return {
         "attention": attention,
         "attention_kernel": implementation,
@@ -96,11 +112,74 @@ def local_window(seq_len: int, sliding_window: int | None):
     return (sliding_window - 1, 0)
 
 
-def causal_attention(query, key, value, *, scale: float, window, implementation: str):
+def causal_attention(query, key, value, *, scale: float, window, implementation: str, mesh=None):
     """query [B, T, N, H], key and value [B, S, K, H] (N a multiple of K) -> [B, T, N, H]:
-    causal attention without a padding mask, by `implementation` (cudnn or xla)."""
+    causal attention without a padding mask, by `implementation` (cudnn, xla or splash;
+    splash splits the rows over `mesh`'s data and fsdp axes)."""
     import jax
 
+    if implementation == "splash":
+        return splash_attention(query, key, value, scale=scale, window=window, mesh=mesh)
     return jax.nn.dot_product_attention(
         query, key, value, scale=scale, is_causal=True, local_window_size=window, implementation=implementation
+    )
+
+
+SPLASH_BLOCK = 512  # tokens per tile (MaxText's v6e Llama recipes use 2048; 512 divides more lengths)
+ROW_AXES = ("data", "fsdp")  # the mesh axes the JAX backends split rows over
+
+
+def splash_blocks(seq_len: int):
+    """Splash's tile sizes for a sequence: SPLASH_BLOCK, or the whole sequence when
+    shorter; a length the tile does not divide is refused (the kernel needs whole tiles)."""
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+
+    block = min(SPLASH_BLOCK, seq_len)
+    if seq_len % block:
+        raise ValueError(
+            f"sequence.max_length: splash attention tiles the sequence by {block} tokens; {seq_len} is not a "
+            "multiple (pad to one, or use attention xla)"
+        )
+    return splash.BlockSizes(
+        block_q=block,
+        block_kv=block,
+        block_kv_compute=block,
+        block_q_dkv=block,
+        block_kv_dkv=block,
+        block_kv_dkv_compute=block,
+        block_q_dq=block,
+        block_kv_dq=block,
+    )
+
+
+def splash_attention(query, key, value, *, scale: float, window, mesh=None, interpret: bool = False):
+    """Causal (optionally local-window) attention by Pallas's TPU splash kernel, one
+    kernel per row (vmap), each device's rows under shard_map: a Mosaic kernel is not
+    partitioned by XLA, which would otherwise gather every row to every device.
+    `interpret` runs the kernel's Python on any backend (tests on the CPU)."""
+    import jax
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
+    from jax.sharding import PartitionSpec
+
+    _, t, heads, _ = query.shape
+    s = key.shape[1]
+    one = masks.CausalMask((t, s)) if window is None else masks.LocalMask((t, s), window_size=(window[0], 0), offset=0)
+    kernel = splash.make_splash_mha(
+        mask=masks.MultiHeadMask([one] * heads),
+        head_shards=1,
+        q_seq_shards=1,
+        block_sizes=splash_blocks(t),
+        interpret=interpret,
+    )
+
+    def attend(q, k, v):  # [rows, T, heads, H] -> the kernel's [heads, T, H] per row
+        q, k, v = ((q * scale).astype(q.dtype).swapaxes(1, 2), k.swapaxes(1, 2), v.swapaxes(1, 2))
+        return jax.vmap(kernel)(q, k, v).swapaxes(1, 2)
+
+    if mesh is None or mesh.size == 1:
+        return attend(query, key, value)
+    rows = PartitionSpec(tuple(axis for axis in mesh.axis_names if axis in ROW_AXES))
+    return jax.shard_map(attend, mesh=mesh, in_specs=(rows, rows, rows), out_specs=rows, check_vma=False)(
+        query, key, value
     )

@@ -24,9 +24,10 @@ class TorchaxOptions(BackendOptions):
     # attention through jax.nn.dot_product_attention where it can run (a CUDA GPU, 16-bit
     # compute), else that function's XLA implementation; cudnn or xla pin one (a pinned
     # kernel that cannot run is refused); masked = HF's `model.attention` with the
-    # padding mask, lowered by torchax (the path before #36). The record says which ran
-    # and whether it was pinned.
-    attention: Literal["auto", "cudnn", "xla", "masked"] = "auto"
+    # padding mask, lowered by torchax (the path before #36); splash = Pallas's TPU
+    # splash kernel (a TPU only; what MaxText runs at long sequences). The record says
+    # which ran and whether it was pinned.
+    attention: Literal["auto", "cudnn", "xla", "masked", "splash"] = "auto"
 
 
 BACKEND_INFO = declared_backend(__file__, TorchaxOptions)

@@ -13,6 +13,7 @@ optimizer state beside the grad program, the frozen weights beside the update.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from backends import jax_common
@@ -22,6 +23,7 @@ from backends.jax_common.loss import resolve_kernel
 from backends.torchax_jax.backend import (
     MESH_AXES,
     apply_step_function,
+    checkpoint_if_planned,
     choose_attention,
     configure_jax,
     grad_step_function,
@@ -64,7 +66,10 @@ class AbstractStep:
         self.scenario, self.plan = scenario, plan
         self.mesh = jax_common.mesh(devices[: plan.devices], plan.mesh, {axis: axis for axis in MESH_AXES})
         self.model = abstract_model(scenario, plan)
-        choose_attention(self.model, _options(scenario).attention, "tpu", plan)  # as the backend would on a TPU
+        # As the backend would on a TPU: its attention (splash splits rows over the mesh)
+        # and, where the plan recomputes activations, its checkpointed decoder layers.
+        choose_attention(self.model, _options(scenario).attention, "tpu", plan, self.mesh)
+        checkpoint_if_planned(self.model, plan)
         params = dict(self.model.named_parameters())
         self.weights = {n: _struct(p) for n, p in params.items() if p.requires_grad}
         constants = {**{n: p for n, p in params.items() if not p.requires_grad}, **dict(self.model.named_buffers())}
@@ -112,7 +117,12 @@ class AbstractStep:
 
         weights = self._placed(self.weights)
         opt_state = self._placed(jax.eval_shape(self.optimizer.init, self.weights))
-        jitted = jax.jit(apply_step_function(self.optimizer), donate_argnums=(0, 1, 2))
+        # Outputs placed as the backend pins them (backend._apply_step): left to the
+        # compiler, the updated weights and state came back replicated (an 8B model's
+        # update then needed 44.9 GB of temporaries per v6e chip).
+        shardings = partial(jax.tree_util.tree_map, lambda a: a.sharding)
+        out = (shardings(weights), shardings(opt_state), (self._sharding(), shardings(weights)), self._sharding())
+        jitted = jax.jit(apply_step_function(self.optimizer), donate_argnums=(0, 1, 2), out_shardings=out)
         # The frozen weights and buffers stay on device while the update runs without them.
         kept = aot.per_device_bytes(self._placed(self.buffers))
         return aot.compile_facts("bench_apply_step", jitted, (weights, weights, opt_state), 1, kept)

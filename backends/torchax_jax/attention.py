@@ -20,8 +20,9 @@ PREFIX = "bench_jax_"
 TRACED = {"calls": 0}  # how many layer calls the dot-product function traced (tests read it)
 
 
-def attention_function(implementation: str):
-    """HF's attention signature -> (output [B, T, heads, head_dim], no weights)."""
+def attention_function(implementation: str, mesh=None):
+    """HF's attention signature -> (output [B, T, heads, head_dim], no weights); splash
+    splits its rows over `mesh`."""
 
     def bench_jax_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         from torchax.interop import jax_view, torch_view
@@ -34,18 +35,19 @@ def attention_function(implementation: str):
         # HF hands [B, heads, T, head_dim]; JAX's function takes [B, T, heads, head_dim].
         q, k, v = (jax_view(t).swapaxes(1, 2) for t in (query, key, value))
         window = local_window(q.shape[1], kwargs.get("sliding_window"))
-        out = causal_attention(q, k, v, scale=scaling, window=window, implementation=implementation)
+        out = causal_attention(q, k, v, scale=scaling, window=window, implementation=implementation, mesh=mesh)
         return torch_view(out), None
 
     return bench_jax_attention
 
 
-def use_dot_product_attention(model, implementation: str) -> str:
+def use_dot_product_attention(model, implementation: str, mesh=None) -> str:
     """The HF model (peft-wrapped or not) set to run its attention by `implementation`
-    (cudnn or xla); returns the attention implementation's name in transformers."""
+    (cudnn, xla or splash over `mesh`); returns the attention implementation's name in
+    transformers."""
     from transformers import AttentionInterface
 
     name = f"{PREFIX}{implementation}"
-    AttentionInterface.register(name, attention_function(implementation))
+    AttentionInterface.register(name, attention_function(implementation, mesh))
     causal_lm(model).set_attn_implementation(name)
     return name

@@ -76,7 +76,6 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
     def setup(self) -> ModelFacts:
         from backends.jax_common.loss import resolve_kernel, size_chunks_for
 
-        self._refuse_what_torchax_cannot_run()
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
         # This host's share of the devices, then the job's other hosts joined (nothing
         # to join on one host): every process then sees every host's devices.
@@ -89,7 +88,8 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.mesh = self._mesh()
         model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
-        self.attention = choose_attention(model, self.options.attention, self.devices[0].platform, self.plan)
+        self.attention = choose_attention(model, self.options.attention, self.devices[0].platform, self.plan, self.mesh)
+        self.checkpointed_layers = checkpoint_if_planned(model, self.plan)
         facts = model_facts(model)
         self.env = torchax.default_env()
         self._place_model(model)
@@ -100,24 +100,6 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         self.row_shards = set()  # the distinct row blocks the devices were handed
         self.grad_fn, self.apply_fn = self._grad_step(), self._apply_step()
         return facts
-
-    def _refuse_what_torchax_cannot_run(self) -> None:
-        """This step uses no autocast: the matmuls run in the weights' dtype. With LoRA the
-        frozen weights set it; a full fine-tune's weights are the fp32 master copy, so
-        it cannot compute in another dtype. JAX differentiates the step, so torch's
-        activation checkpointing would do nothing: asked for, it is refused, not ignored."""
-        if self.plan.gradient_checkpointing:
-            raise ValueError(
-                "train.gradient_checkpointing: torchax here recomputes no activations "
-                "(JAX differentiates the step; torch's checkpointing does not apply); set it false"
-            )
-        precision = self.plan.precision
-        if self.plan.method == "full" and precision.compute != precision.trainable_params:
-            raise ValueError(
-                f"train.precision: {precision.name} needs {precision.compute} compute over "
-                f"{precision.trainable_params} trained weights; the torchax step has no autocast "
-                f"(use fp32, or LoRA)"
-            )
 
     def _listen_for_compiles(self) -> None:
         self.compiles = jax_common.CompileCounter(GRAD_NAME, APPLY_NAME)
@@ -292,8 +274,10 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
             **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab, self.scenario.sequence.max_length),
             "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
             **attention_facts(self.options.attention, *self.attention, masked_attention(self.model)),
-            # The LoRA (trained) weights' matmuls: fp32 masters cast per step (loss.in_compute_dtype).
+            # The trained weights' matmuls: fp32 masters cast per step (loss.in_compute_dtype).
             "trained_weights_compute": "+".join(sorted(torch_dtype_name(d) for d in trained)) or None,
+            # train.gradient_checkpointing: how many decoder layers run under jax.checkpoint (remat.py).
+            "recomputed_decoder_layers": self.checkpointed_layers,
         }
 
     def extra_facts(self) -> dict[str, Any]:
@@ -353,9 +337,21 @@ def masked_attention(model) -> str:
     return f"HF {implementation} attention with the padding mask, lowered by torchax to XLA matmul + softmax"
 
 
-def choose_attention(model, wanted: str, platform: str, plan) -> tuple[str, str | None]:
+def checkpoint_if_planned(model, plan) -> int:
+    """train.gradient_checkpointing: each decoder layer under jax.checkpoint
+    (torchax_jax/remat.py; torch's own checkpointing would recompute nothing here, JAX
+    differentiates the step); returns how many layers recompute (0: none)."""
+    if not plan.gradient_checkpointing:
+        return 0
+    from backends.torchax_jax.remat import checkpoint_decoder_layers
+
+    return checkpoint_decoder_layers(model)
+
+
+def choose_attention(model, wanted: str, platform: str, plan, mesh=None) -> tuple[str, str | None]:
     """(implementation, why auto chose it) by the option `attention`
-    (jax_common/attention.py), the model switched to it unless `masked`."""
+    (jax_common/attention.py), the model switched to it unless `masked`; splash splits
+    its rows over `mesh`."""
     from backends.jax_common.attention import resolve
     from backends.torchax_jax.attention import FIELD, use_dot_product_attention
 
@@ -363,7 +359,7 @@ def choose_attention(model, wanted: str, platform: str, plan) -> tuple[str, str 
     heads = (config.num_attention_heads, config.num_key_value_heads, config.head_dim)
     chosen = resolve(wanted, FIELD, platform, plan.precision.compute, *heads)
     if chosen[0] != "masked":
-        use_dot_product_attention(model, chosen[0])
+        use_dot_product_attention(model, chosen[0], mesh)
     return chosen
 
 

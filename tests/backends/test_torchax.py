@@ -126,27 +126,30 @@ def test_bf16_lora_keeps_trained_weights_in_fp32(tmp_path):
     }
 
 
-def test_a_bf16_full_fine_tune_is_refused_naming_the_precision(tmp_path):
-    """No autocast in torchax: fp32 master weights would compute in fp32, not bf16."""
+def test_a_bf16_full_fine_tune_computes_in_bf16_and_recomputing_layers_keeps_its_losses(tmp_path):
+    """Full fine-tune in bf16: fp32 master weights cast to bf16 inside the step
+    (loss.in_compute_dtype). train.gradient_checkpointing puts each decoder layer under
+    jax.checkpoint (remat.py): the record says how many, and the losses are the same as
+    without (the recompute is the same forward)."""
     stack_or_skip(*STACK)
-    path = write_scenario(tmp_path, TINY)
-    done = bench(
-        "run",
-        str(path),
-        "--backend",
-        "torchax",
-        "--results-dir",
-        str(tmp_path / "r"),
-        "--no-progress",
-        "--set",
+    common = (
         "train.precision=bf16",
-        "--set",
         "train.method=full",
-        timeout=600,
+        "train.steps=3",
+        "train.warmup_steps=1",
+        "train.window_steps=0",
     )
-    assert done.returncode != 0
-    (record,) = records_in(tmp_path / "r")
-    assert record["status"] != "ok" and record["failure"]["reason"].startswith("ValueError: train.precision:")
+    kept = _run(tmp_path, "torchax", *common, name="kept")
+    recomputed = _run(tmp_path, "torchax", *common, "train.gradient_checkpointing=true", name="recomputed")
+    for record in (kept, recomputed):
+        assert record["raw"]["done"]["dtypes"]["compute"] == "bf16"
+        assert record["raw"]["done"]["dtypes"]["trainable_params"] == "fp32"
+        assert record["raw"]["execution"]["trained_weights_compute"] == "bf16"
+    assert kept["raw"]["execution"]["recomputed_decoder_layers"] == 0
+    assert recomputed["raw"]["execution"]["recomputed_decoder_layers"] == 2  # tiny-gemma3's two layers
+    losses = [[s["loss"] for s in r["raw"]["loop"]["steps"]] for r in (kept, recomputed)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-3), losses
+    assert losses[0][0] != losses[0][-1]  # the weights moved
 
 
 def test_optax_optimizer_applies_the_plans_lrs_and_reads_them_back():

@@ -400,6 +400,18 @@ def test_a_loop_without_a_stated_trip_count_is_read_from_its_counter():
     assert collectives(COUNTED_LOOP_HLO)["all-reduce"] == {"count": 3, "bytes": 3 * 16}
 
 
+def test_a_loop_of_another_shape_counts_once_instead_of_failing_the_compile():
+    """An 8B compile's HLO held loops the counter reader did not know (a condition that
+    is no `compare LT`, an init that is no tuple in its caller): its StopIteration failed
+    a 7.5-minute compile. Such a loop counts once, as cost_analysis counts it."""
+    from backends.jax_common.aot import collectives
+
+    other_condition = COUNTED_LOOP_HLO.replace("direction=LT", "direction=NE")
+    assert collectives(other_condition)["all-reduce"] == {"count": 1, "bytes": 16}
+    init_from_parameter = COUNTED_LOOP_HLO.replace("while(%init)", "while(%a)")
+    assert collectives(init_from_parameter)["all-reduce"] == {"count": 1, "bytes": 16}
+
+
 # --------------------------------------------------------------------------- FLOPs checked
 @pytest.mark.parametrize("compiled, flagged", [(0.71e12, True), (1.0e12, False), (1.6e12, True)])
 def test_the_flops_check_flags_a_ratio_outside_the_range_and_uses_the_larger(compiled, flagged):

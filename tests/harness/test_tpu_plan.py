@@ -142,6 +142,17 @@ def test_the_tpu_interpreter_and_the_workers_failures_say_why(monkeypatch):
     ):
         said = tpu_plan._worker_failure(subprocess.CompletedProcess([], 1, "", stderr), chip)
         assert said.startswith("cannot compile for tpu-v5e-8 here: RuntimeError"), stderr
+    # a second compile while one runs: libtpu's lock, not a missing install
+    locked = subprocess.CompletedProcess(
+        [],
+        1,
+        "",
+        "jax.errors.JaxRuntimeError: ABORTED: Internal error when accessing libtpu multi-process "
+        'lockfile. Run "$ sudo rm /tmp/libtpu_lockfile".\n',
+    )
+    said = tpu_plan._worker_failure(locked, chip)
+    assert said.startswith("cannot compile for tpu-v5e-8 now: another process holds libtpu (/tmp/libtpu_lockfile)")
+    assert "install" not in said
     silent = subprocess.CompletedProcess([], 9, "", "")
     assert tpu_plan._worker_failure(silent, chip) == "the compile for tpu-v5e-8 failed: exit 9"
     assert issubclass(BackendUnavailable, Exception)

@@ -181,22 +181,67 @@ def test_the_tpu_fine_tune_keeps_this_hosts_compile_apart(page):
     assert ft.length_bounds == {512: grad.bound_s} and ft.length_basis == {512: "compiled"}
 
 
-def test_the_published_table_gives_no_ratio_until_a_bound_is_computed():
+def _step_bound_recomputed(record: dict) -> float:
+    """The projection's step bound from its programs and the chip's datasheet, apart
+    from harness.projection: per program, runs x max(FLOPs / peak, bytes / HBM
+    bandwidth, collective bytes / ICI bandwidth); the micro-batch program's FLOPs the
+    larger of the compiler's and bench's where the check flagged them."""
+    from harness.accelerators import HBM_BYTES_PER_S, ICI_BYTES_PER_S, PEAK_BF16_FLOPS
+
+    key = record["slice"]["catalog_key"]
+    (shape,) = record["shapes"]
+    total = 0.0
+    for i, program in enumerate(shape["programs"]):
+        flops = program["flops"]
+        if i == 0 and shape["flops_flag"]:
+            flops = max(flops, shape["bench_flops_per_device_per_forward"])
+        moved = sum(c["bytes"] for c in program["collectives"].values())
+        seconds = max(flops / PEAK_BF16_FLOPS[key], program["bytes_accessed"] / HBM_BYTES_PER_S[key], moved / ICI_BYTES_PER_S[key])
+        total += program["runs_per_step"] * seconds
+    return total
+
+
+def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_configuration():
+    """harness/calibration.py: every published TPU measurement has the projection record
+    of its own configuration (slice, model, method, global batch, sequence) committed in
+    benchmarks/calibration/, written by `bench plan --compile-for`; its bound and
+    measured / bound recomputed here from the record's programs and the datasheet."""
+    import json
+
+    from harness import calibration
+
+    assert len(calibration.PUBLISHED) >= 2
+    for entry in calibration.PUBLISHED:
+        record = json.loads((calibration.PROJECTIONS / entry.projection).read_text())
+        assert calibration.configuration_mismatch(entry, record) is None, entry.slice
+        assert record["kind"] == "projection" and "--compile-for" in record["provenance"]["command"]
+        (shape,) = record["shapes"]
+        assert shape["fits"], entry.slice
+        tokens_per_chip = entry.global_batch * entry.seq_len / record["slice"]["chips"]
+        bound = tokens_per_chip / _step_bound_recomputed(record)
+        assert entry.bound_tokens_per_s_per_chip == pytest.approx(bound, rel=1e-9)
+        assert entry.measured_over_bound == pytest.approx(entry.measured_tokens_per_s_per_chip / bound, rel=1e-9)
+        # The publisher's own step time says the same tokens: a check on the transcribed figures.
+        assert entry.measured_tokens_per_s_per_chip == pytest.approx(tokens_per_chip / entry.measured_step_s, rel=2e-3)
+        assert 0 < entry.measured_over_bound < 1  # a bound: nothing runs faster than it
+    ratio, source = calibration.measured_over_bound("tpu-v6e")
+    assert ratio == calibration.PUBLISHED[0].measured_over_bound
+    assert source == "github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8"
+    assert calibration.measured_over_bound("tpu-v5p") is None  # never borrowed from another generation
+
+
+def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_is_refused(tmp_path, monkeypatch):
+    import json
     from dataclasses import replace
 
     from harness import calibration
 
-    assert calibration.measured_over_bound("tpu-v6e") is None  # none re-projected yet: never guessed
-    bounded = replace(calibration.PUBLISHED[0], bound_tokens_per_s_per_chip=14277.78)
-    assert bounded.measured_over_bound == pytest.approx(7138.89 / 14277.78)
-    original = calibration.PUBLISHED
-    try:
-        calibration.PUBLISHED = (bounded,)
-        ratio, source = calibration.measured_over_bound("tpu-v6e")
-        assert (
-            ratio == pytest.approx(0.5)
-            and source == "github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8"
-        )
-        assert calibration.measured_over_bound("tpu-v5p") is None
-    finally:
-        calibration.PUBLISHED = original
+    entry = calibration.PUBLISHED[0]
+    assert replace(entry, projection=None).measured_over_bound is None  # never guessed
+    assert replace(entry, projection="missing.projection.json").measured_over_bound is None
+    record = json.loads((calibration.PROJECTIONS / entry.projection).read_text())
+    record["shapes"][0]["seq_len"] = 4096
+    (tmp_path / "other.projection.json").write_text(json.dumps(record))
+    monkeypatch.setattr(calibration, "PROJECTIONS", tmp_path)
+    with pytest.raises(ValueError, match=r"shapes.seq_len is \[4096\], the published run's is \[8192\]"):
+        replace(entry, projection="other.projection.json").measured_over_bound
