@@ -46,8 +46,8 @@ class PublishedMeasurement:
 
     @cached_property
     def projected(self) -> dict[str, Any] | None:
-        """The committed projection's one shape, checked against this entry's
-        configuration; None without a record."""
+        """The committed projection record, checked against this entry's configuration;
+        None without one."""
         if not self.projection:
             return None
         path = PROJECTIONS / self.projection
@@ -57,15 +57,32 @@ class PublishedMeasurement:
         mismatch = configuration_mismatch(self, record)
         if mismatch:
             raise ValueError(f"{path}: {mismatch}")
+        return record
+
+    @property
+    def bound_step_s(self) -> float | None:
+        """bench's roofline bound of the step: per program, runs per step x the largest of
+        its compute, HBM and collectives terms (harness/projection.py), summed. Taken from
+        the terms even where bench's fit says no: the fit judges bench's execution of the
+        configuration (its memory plan), the bound the work the compiled step does."""
+        record = self.projected
+        if not record:
+            return None
         (shape,) = record["shapes"]
-        return shape
+        if not shape["terms"]:
+            return None
+        terms = [(t["compute_s"], t["hbm_s"], t["collectives_s"]) for t in shape["terms"]]
+        runs = [t["runs_per_step"] for t in shape["terms"]]
+        return sum(n * max(v for v in seconds if v is not None) for n, seconds in zip(runs, terms))
 
     @property
     def bound_tokens_per_s_per_chip(self) -> float | None:
         """The bound's tokens per second per chip (every token of the publisher's
         synthetic rows is real: its padded and real counts are one)."""
-        shape = self.projected
-        return shape["tokens_per_s_per_chip_bound"] if shape and shape["fits"] else None
+        step = self.bound_step_s
+        if not step:
+            return None
+        return self.global_batch * self.seq_len / self.projected["slice"]["chips"] / step
 
     @property
     def measured_over_bound(self) -> float | None:

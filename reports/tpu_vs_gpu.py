@@ -167,12 +167,25 @@ def calibration_text(projection, calibration=None) -> str:
     key = projection.slice["catalog_key"]
     known = (calibration or {}).get(key) or measured_over_bound(key)
     if not known:
-        return NO_CALIBRATION.format(key=key)
+        return NO_CALIBRATION.format(key=key) + calibrated_elsewhere(key)
     ratio, source = known
     shape = max(projection.shapes, key=lambda s: s.seq_len)
     estimate = shape.real_tokens_per_s_per_chip_bound * ratio if shape.real_tokens_per_s_per_chip_bound else None
     said = f"; estimated = bound x {ratio:.3g}: {estimate:.4g} real tokens/s per chip (estimated)" if estimate else ""
     return f"calibration: measured / bound {ratio:.3g} on {key} ({source}){said}"
+
+
+def calibrated_elsewhere(key: str) -> str:
+    """The other generations' measured / bound, as context for an uncalibrated one (never
+    applied to it: no estimate is made from another generation's ratio)."""
+    from harness.calibration import PUBLISHED
+
+    ratios: dict[str, list[float]] = {}
+    for entry in PUBLISHED:
+        if entry.catalog_key != key and entry.measured_over_bound is not None:
+            ratios.setdefault(entry.catalog_key, []).append(entry.measured_over_bound)
+    said = [f"{k} {min(r):.2f}-{max(r):.2f}" if len(r) > 1 else f"{k} {r[0]:.2f}" for k, r in sorted(ratios.items())]
+    return f"; measured / bound elsewhere, not applied here: {', '.join(said)}" if said else ""
 
 
 def markdown_lines(pairing: Pairing, cell=str) -> list[str]:

@@ -263,7 +263,7 @@ def hand_flops(arch: dict, layer_types: list[str], rows: list[int], rank: int, t
     return total / sum(rows), adapters
 
 
-@pytest.mark.parametrize("preset", ["gemma-3-270m", "gemma-3-1b", "qwen2.5-3b", "tiny-gemma3"])
+@pytest.mark.parametrize("preset", ["gemma-3-270m", "gemma-3-1b", "qwen2.5-3b", "llama-3.1-8b", "tiny-gemma3"])
 @pytest.mark.parametrize("tied", [True, False])
 def test_records_flops_per_token_match_a_hand_count(preset, tied):
     transformers = pytest.importorskip("transformers")
