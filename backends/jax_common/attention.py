@@ -27,6 +27,7 @@ Imports JAX only inside functions (the registry imports the backends' packages).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 CHOICES = ("auto", "cudnn", "xla", "masked", "splash")
@@ -129,9 +130,31 @@ SPLASH_BLOCK = 512  # tokens per tile (MaxText's v6e Llama recipes use 2048; 512
 ROW_AXES = ("data", "fsdp")  # the mesh axes the JAX backends split rows over
 
 
+def splash_lengths_refused(sequence) -> str | None:
+    """Why splash cannot run every length this scenario's batches have (one line naming
+    the field), or None. Checked before any work: the kernel tiles a sequence by
+    SPLASH_BLOCK tokens (or takes a shorter one whole), so the lengths must be known in
+    advance and whole tiles: static padding, or buckets; dynamic and packed rows are not."""
+    if sequence.padding in ("dynamic", "packed"):
+        return (
+            f"sequence.padding: {sequence.padding} rows have lengths splash attention cannot tile in advance; "
+            "use static or bucketed padding, or attention xla"
+        )
+    lengths = sequence.bucket_lengths() if sequence.padding == "bucketed" else (sequence.max_length,)
+    field = "sequence.buckets" if sequence.padding == "bucketed" else "sequence.max_length"
+    odd = [n for n in lengths if n > SPLASH_BLOCK and n % SPLASH_BLOCK]
+    if odd:
+        return (
+            f"{field}: splash attention tiles the sequence by {SPLASH_BLOCK} tokens; "
+            f"{', '.join(map(str, odd))} is not a multiple (pad to one, or use attention xla)"
+        )
+    return None
+
+
 def splash_blocks(seq_len: int):
     """Splash's tile sizes for a sequence: SPLASH_BLOCK, or the whole sequence when
-    shorter; a length the tile does not divide is refused (the kernel needs whole tiles)."""
+    shorter; a length the tile does not divide is refused (the kernel needs whole tiles;
+    runs are refused earlier, by splash_lengths_refused)."""
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
 
     block = min(SPLASH_BLOCK, seq_len)
@@ -152,26 +175,37 @@ def splash_blocks(seq_len: int):
     )
 
 
+@functools.lru_cache(maxsize=32)
+def _splash_kernel(t: int, s: int, heads: int, window, interpret: bool):
+    """The splash kernel for one attention shape, built once: every layer of a model
+    shares it (building one processes the mask's tiles for every head). Built as
+    concrete arrays even when first asked for inside a trace, so that the cached kernel
+    holds no tracer of that trace."""
+    import jax
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
+
+    one = masks.CausalMask((t, s)) if window is None else masks.LocalMask((t, s), window_size=(window[0], 0), offset=0)
+    with jax.ensure_compile_time_eval():
+        return splash.make_splash_mha(
+            mask=masks.MultiHeadMask([one] * heads),
+            head_shards=1,
+            q_seq_shards=1,
+            block_sizes=splash_blocks(t),
+            interpret=interpret,
+        )
+
+
 def splash_attention(query, key, value, *, scale: float, window, mesh=None, interpret: bool = False):
     """Causal (optionally local-window) attention by Pallas's TPU splash kernel, one
     kernel per row (vmap), each device's rows under shard_map: a Mosaic kernel is not
     partitioned by XLA, which would otherwise gather every row to every device.
     `interpret` runs the kernel's Python on any backend (tests on the CPU)."""
     import jax
-    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as splash
-    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
     from jax.sharding import PartitionSpec
 
     _, t, heads, _ = query.shape
-    s = key.shape[1]
-    one = masks.CausalMask((t, s)) if window is None else masks.LocalMask((t, s), window_size=(window[0], 0), offset=0)
-    kernel = splash.make_splash_mha(
-        mask=masks.MultiHeadMask([one] * heads),
-        head_shards=1,
-        q_seq_shards=1,
-        block_sizes=splash_blocks(t),
-        interpret=interpret,
-    )
+    kernel = _splash_kernel(t, key.shape[1], heads, window, interpret)
 
     def attend(q, k, v):  # [rows, T, heads, H] -> the kernel's [heads, T, H] per row
         q, k, v = ((q * scale).astype(q.dtype).swapaxes(1, 2), k.swapaxes(1, 2), v.swapaxes(1, 2))

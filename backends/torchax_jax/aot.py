@@ -68,7 +68,7 @@ class AbstractStep:
         self.model = abstract_model(scenario, plan)
         # As the backend would on a TPU: its attention (splash splits rows over the mesh)
         # and, where the plan recomputes activations, its checkpointed decoder layers.
-        choose_attention(self.model, _options(scenario).attention, "tpu", plan, self.mesh)
+        choose_attention(self.model, _options(scenario).attention, "tpu", plan, scenario.sequence, self.mesh)
         checkpoint_if_planned(self.model, plan)
         params = dict(self.model.named_parameters())
         self.weights = {n: _struct(p) for n, p in params.items() if p.requires_grad}

@@ -88,7 +88,9 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.mesh = self._mesh()
         model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
-        self.attention = choose_attention(model, self.options.attention, self.devices[0].platform, self.plan, self.mesh)
+        self.attention = choose_attention(
+            model, self.options.attention, self.devices[0].platform, self.plan, self.scenario.sequence, self.mesh
+        )
         self.checkpointed_layers = checkpoint_if_planned(model, self.plan)
         facts = model_facts(model)
         self.env = torchax.default_env()
@@ -348,16 +350,19 @@ def checkpoint_if_planned(model, plan) -> int:
     return checkpoint_decoder_layers(model)
 
 
-def choose_attention(model, wanted: str, platform: str, plan, mesh=None) -> tuple[str, str | None]:
+def choose_attention(model, wanted: str, platform: str, plan, sequence, mesh=None) -> tuple[str, str | None]:
     """(implementation, why auto chose it) by the option `attention`
     (jax_common/attention.py), the model switched to it unless `masked`; splash splits
-    its rows over `mesh`."""
-    from backends.jax_common.attention import resolve
+    its rows over `mesh`, and is refused where `sequence` gives lengths it cannot tile."""
+    from backends.jax_common.attention import resolve, splash_lengths_refused
     from backends.torchax_jax.attention import FIELD, use_dot_product_attention
 
     config = causal_lm(model).config
     heads = (config.num_attention_heads, config.num_key_value_heads, config.head_dim)
     chosen = resolve(wanted, FIELD, platform, plan.precision.compute, *heads)
+    refused = splash_lengths_refused(sequence) if chosen[0] == "splash" else None
+    if refused:
+        raise ValueError(refused)
     if chosen[0] != "masked":
         use_dot_product_attention(model, chosen[0], mesh)
     return chosen

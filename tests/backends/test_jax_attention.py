@@ -86,6 +86,24 @@ def test_auto_picks_cudnn_only_where_it_can_run_and_a_pinned_kernel_that_cannot_
     message = str(refused.value)
     assert "\n" not in message and message.startswith("backend_options.torchax.attention: splash cannot run here")
     assert facts("splash", "splash", None, "old")["attention"].startswith("Pallas TPU splash attention")
+    # lengths splash cannot tile are refused before any work, naming the field
+    from backends.jax_common.attention import splash_lengths_refused
+    from harness.sections import SequenceSpec
+
+    assert splash_lengths_refused(SequenceSpec(max_length=8192)) is None
+    assert splash_lengths_refused(SequenceSpec(max_length=256)) is None  # shorter than a tile: one tile
+    assert splash_lengths_refused(SequenceSpec(max_length=700)).startswith(
+        "sequence.max_length: splash attention tiles the sequence by 512 tokens; 700 is not a multiple"
+    )
+    assert splash_lengths_refused(SequenceSpec(max_length=2048, padding="dynamic")).startswith(
+        "sequence.padding: dynamic"
+    )
+    assert splash_lengths_refused(SequenceSpec(max_length=4096, padding="packed")).startswith(
+        "sequence.padding: packed"
+    )
+    buckets = SequenceSpec(max_length=2048, padding="bucketed", buckets=(256, 1000, 2048))
+    assert splash_lengths_refused(buckets).startswith("sequence.buckets: splash attention tiles the sequence by 512")
+    assert splash_lengths_refused(SequenceSpec(max_length=2048, padding="bucketed")) is None  # 512, 1024, 2048
     # A sliding layer is global when its window holds the sequence; else (window - 1) back, 0 ahead.
     assert local_window(512, 512) is None and local_window(512, None) is None
     assert local_window(513, 512) == (511, 0)
