@@ -28,6 +28,9 @@ class GateMetric:
     # defines it): a budget is not applied to another task's records (a
     # train-and-serve scenario's TTFT budget says nothing of training).
     task: str = ""
+    # A count of events (recompiles, compiles, failed requests): a zero baseline is
+    # compared absolutely (any increase beyond the limit fails), not as a percentage of 0.
+    count: bool = False
 
     def value(self, record) -> float | None:
         """One record's figure."""

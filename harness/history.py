@@ -27,11 +27,10 @@ Plain Python, numpy, scipy and ruptures: no ML framework.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
-from harness.gate import AbsoluteBudget, Check, figure
+from harness.gate import AbsoluteBudget, Check, Configuration, configuration, figure
 from harness.gate_metrics import GateMetric, known
 from harness.result import RunRecord
 
@@ -49,26 +48,33 @@ WINDOW = 10  # runs in the band, by default
 MIN_HISTORY = 5  # fewer runs of history: no band ("no-data")
 CONFIDENCE = 0.99
 FLOOR = 0.015
+MAD_SCALE = 1.4826  # sigma = 1.4826 x MAD for normal noise
+# The MAD of a few runs is a noisier sigma than their standard deviation: the bound is
+# widened so that unchanged runs fail about as rarely as with the classic bound
+# (benchmarks/gate_band_rates.py measures the rates; docs/reports-and-gates.md states them).
+MAD_WIDENING = 1.3
 BAND_RULE = (
-    "band: the last N runs' mean +- max(99% one-sided prediction bound t(0.99, N-1) s sqrt(1 + 1/N), 1.5% of "
-    "the mean, the farthest run from the mean); a run beyond it in the worse direction fails"
+    "band: the median of the last N runs since the last accepted change point +- max(1.3 x the 99% one-sided "
+    "prediction bound t(0.99, N-1) sigma sqrt(1 + 1/N) with sigma = 1.4826 x MAD, 1.5% of the median); a run "
+    "beyond it in the worse direction fails; one outlier in the window moves neither"
+)
+CREEP_LIMIT = 0.10  # the total drift from the reference a configuration may build up
+REFERENCE_RULE = (
+    "reference: the median of a pinned run set (--reference DIR) or of the first 5 runs since the last "
+    "accepted change point, moved by the creep limit (10% unless --creep-limit) and one run's noise (the band "
+    "of those reference runs); a run beyond it in the worse direction fails, however slowly it got there"
 )
 
 
 # --------------------------------------------------------------------------- series
-def series_key(record: RunRecord) -> tuple[str, str, str, str, str, str, int]:
-    """What makes runs one configuration: the task, scenario and cell, backend and its
-    options, accelerator and chips."""
-    s, b, a = record.scenario, record.backend, record.accelerator
-    options = json.dumps(b.options, sort_keys=True, separators=(",", ":"))
-    return record.task, s.name, s.variant, b.name, options, a.catalog_key, a.count
+def series_key(record: RunRecord) -> Configuration:
+    """What makes runs one configuration (harness.gate.Configuration): the task, scenario
+    and cell, backend and its options, accelerator and chips, overrides and profile."""
+    return configuration(record)
 
 
-def series_label(key: tuple) -> str:
-    task, name, variant, backend, options, accelerator, chips = key
-    opts = "" if options == "{}" else f" {options}"
-    tagged = "" if task == "train" else f" ({task})"
-    return f"{name} [{variant}]{tagged} {backend}{opts} @ {accelerator} x{chips}"
+def series_label(key: Configuration) -> str:
+    return key.label
 
 
 @dataclass(frozen=True)
@@ -139,8 +145,8 @@ def build_series(
     return out
 
 
-def _budget_lines(key: tuple, metric: str, runs: list[RunRecord], budgets) -> list[tuple[str, float]]:
-    _, name, _, backend, _, accelerator, _ = key
+def _budget_lines(key: Configuration, metric: str, runs: list[RunRecord], budgets) -> list[tuple[str, float]]:
+    name, backend, accelerator = key.scenario, key.backend, key.accelerator
     declared = [AbsoluteBudget(**b) for r in runs for b in r.scenario.resolved.get("budgets", [])]
     lines = set()
     for b in [*declared, *budgets]:
@@ -223,66 +229,158 @@ def change_points(series: Series, alpha: float = ALPHA) -> list[ChangePoint]:
 # --------------------------------------------------------------------------- the band
 @dataclass(frozen=True)
 class Band:
-    mean: float
-    prediction: float  # the 99% one-sided prediction bound's half-width
-    floor: float  # FLOOR of the mean
-    spread: float  # the farthest run from the mean
+    center: float  # the window's median
+    sigma: float  # the noise, robustly: 1.4826 x the median absolute deviation
+    prediction: float  # the one-sided prediction bound's half-width from that sigma
+    floor: float  # FLOOR of the center
     n: int
 
     @property
     def half_width(self) -> float:
-        return max(self.prediction, self.floor, self.spread)
+        return max(self.prediction, self.floor)
 
     @property
     def low(self) -> float:
-        return self.mean - self.half_width
+        return self.center - self.half_width
 
     @property
     def high(self) -> float:
-        return self.mean + self.half_width
+        return self.center + self.half_width
 
 
 def band(values: list[float], confidence: float = CONFIDENCE, floor: float = FLOOR) -> Band:
-    """BAND_RULE over `values` (at least two)."""
+    """BAND_RULE over `values` (at least two): median and MAD, so one outlier in the
+    window moves neither the center nor the width."""
     import statistics
 
     from scipy.stats import t
 
-    n, mean = len(values), statistics.fmean(values)
-    stdev = statistics.stdev(values)
-    prediction = float(t.ppf(confidence, n - 1)) * stdev * math.sqrt(1 + 1 / n)
-    return Band(mean, prediction, floor * abs(mean), max(abs(v - mean) for v in values), n)
+    n, center = len(values), statistics.median(values)
+    sigma = MAD_SCALE * statistics.median(abs(v - center) for v in values)
+    prediction = MAD_WIDENING * float(t.ppf(confidence, n - 1)) * sigma * math.sqrt(1 + 1 / n)
+    return Band(center, sigma, prediction, floor * abs(center), n)
+
+
+def accepted_start(values: list[float], direction: str) -> int:
+    """Where the window begins: after the last change point that made the figure better
+    (an improvement is accepted as the new normal). A change for the worse is never
+    accepted by itself: the reference check keeps failing until the user moves --since."""
+    import statistics
+
+    start = 0
+    indices = [i for i, _ in change_indices(values)]
+    bounds = [0, *indices, len(values)]
+    for k, index in enumerate(indices, 1):
+        before = statistics.median(values[bounds[k - 1] : index])
+        after = statistics.median(values[index : bounds[k + 1]])
+        if (after < before) == (direction == "lower"):
+            start = index
+    return start
+
+
+def since_index(points: list[Point], since: str | None) -> int:
+    """The first run at or after `since` (a commit's prefix, or an ISO date): the user's
+    accepted starting point; 0 without one."""
+    if not since:
+        return 0
+    for i, p in enumerate(points):
+        if p.commit.startswith(since) or p.date >= since:
+            return i
+    return len(points)
 
 
 def history_checks(
-    current: list[RunRecord], history: list[RunRecord], window: int = WINDOW, metrics: list[str] | None = None
+    current: list[RunRecord],
+    history: list[RunRecord],
+    window: int = WINDOW,
+    metrics: list[str] | None = None,
+    reference: list[RunRecord] | None = None,
+    creep: float = CREEP_LIMIT,
+    since: str | None = None,
 ) -> list[Check]:
-    """Each current configuration's figure (the median over its runs, as the gate's) against
-    the band of the last `window` runs of the same configuration in `history` (the current
-    runs themselves left out); fewer than MIN_HISTORY such runs: no-data."""
-    from harness.gate import _fmt
-
+    """Each current configuration's figure (the median over its runs, as the gate's)
+    against the robust band of the last `window` runs of the same configuration in
+    `history` since the last accepted change point (the current runs left out), and
+    against a fixed reference (REFERENCE_RULE), so a slow creep fails once its total
+    passes `creep`; fewer than MIN_HISTORY runs: no-data."""
     current_ids = {r.run_id for r in current}
     past = by_series([r for r in history if r.run_id not in current_ids])
+    pinned = by_series([r for r in reference or [] if r.run_id not in current_ids])
     checks = []
     for key, runs in by_series(current).items():
         for metric in metrics_for(runs[0].task, metrics):
             gauge = known()[metric]
             value = figure(gauge, runs)
-            values = [v for v in (gauge.value(r) for r in past.get(key, [])) if v is not None][-window:]
-            group = series_label(key)
-            if value is None or len(values) < MIN_HISTORY:
-                why = "metric absent" if value is None else f"{len(values)} runs of history (needs {MIN_HISTORY})"
-                checks.append(Check(group, metric, "history", value, None, "no-data", why))
-                continue
-            b = band(values)
-            worse = value > b.high if gauge.direction == "lower" else value < b.low
-            limit = b.high if gauge.direction == "lower" else b.low
-            u = gauge.unit
-            detail = (
-                f"{metric} {_fmt(value, u)} vs the last {b.n} runs' band {_fmt(b.low, u)} to {_fmt(b.high, u)} "
-                f"(mean {_fmt(b.mean, u)} +- max(99% prediction {b.prediction:.3g}, 1.5% {b.floor:.3g}, "
-                f"spread {b.spread:.3g}))"
+            points = _points(gauge, past.get(key, []))
+            points = points[since_index(points, since) :]
+            checks += _series_checks(
+                key, metric, gauge, value, points, pinned.get(key), reference is not None, window, creep
             )
-            checks.append(Check(group, metric, "history", value, limit, "regression" if worse else "pass", detail))
     return checks
+
+
+def _points(gauge: GateMetric, runs: list[RunRecord]) -> list[Point]:
+    return [
+        Point(r.run_id, r.provenance.commit or "unknown", r.provenance.finished_at, v)
+        for r in runs
+        if (v := gauge.value(r)) is not None
+    ]
+
+
+def _series_checks(key, metric, gauge, value, points, pinned, pinned_given, window, creep) -> list[Check]:
+    group = series_label(key)
+    values = [p.value for p in points]
+    segment = values[accepted_start(values, gauge.direction) :] if values else []
+    if value is None or len(segment) < MIN_HISTORY:
+        why = (
+            "metric absent"
+            if value is None
+            else f"{len(segment)} runs of history since the last accepted change (needs {MIN_HISTORY})"
+        )
+        return [Check(group, metric, "history", value, None, "no-data", why)]
+    b = band(segment[-window:])
+    checks = [_band_check(group, metric, gauge, value, b)]
+    if pinned_given:
+        ref_values = [v for v in (gauge.value(r) for r in pinned or []) if v is not None]
+        where = f"the pinned reference's {len(ref_values)} runs"
+    else:
+        ref_values = segment[:MIN_HISTORY]
+        where = f"the first {MIN_HISTORY} runs since the last accepted change (from commit {points[len(values) - len(segment)].commit[:7]})"
+    checks.append(_reference_check(group, metric, gauge, value, ref_values, where, creep))
+    return checks
+
+
+def _band_check(group, metric, gauge, value, b: Band) -> Check:
+    from harness.gate import _fmt
+
+    worse = value > b.high if gauge.direction == "lower" else value < b.low
+    limit = b.high if gauge.direction == "lower" else b.low
+    u = gauge.unit
+    detail = (
+        f"{metric} {_fmt(value, u)} vs the last {b.n} runs' band {_fmt(b.low, u)} to {_fmt(b.high, u)} "
+        f"(median {_fmt(b.center, u)} +- max(99% prediction from MAD {b.prediction:.3g}, 1.5% {b.floor:.3g}))"
+    )
+    return Check(group, metric, "history", value, limit, "regression" if worse else "pass", detail)
+
+
+def _reference_check(group, metric, gauge, value, ref_values, where, creep: float) -> Check:
+    """The figure against a fixed reference moved by `creep` and one run's noise (the
+    reference runs' own band half-width: the recent window's would grow with the creep
+    it should catch): a drift of 1% a run, which every window absorbs, fails here."""
+    import statistics
+
+    from harness.gate import _fmt
+
+    if not ref_values:
+        return Check(group, metric, "reference", value, None, "no-data", f"no runs in {where}")
+    ref = statistics.median(ref_values)
+    noise = band(ref_values).half_width if len(ref_values) >= 2 else FLOOR * abs(ref)
+    worse = 1 if gauge.direction == "lower" else -1
+    limit = ref * (1 + worse * creep) + worse * noise
+    beyond = (value - limit) * worse > 0
+    change = (value - ref) / ref if ref else float("inf")
+    detail = (
+        f"{metric} {_fmt(value, gauge.unit)} vs reference {_fmt(ref, gauge.unit)} ({change:+.1%}), the median of "
+        f"{where}; limit {_fmt(limit, gauge.unit)} ({'+' if worse > 0 else '-'}{creep:.0%} and one run's noise)"
+    )
+    return Check(group, metric, "reference", value, limit, "regression" if beyond else "pass", detail)

@@ -462,6 +462,9 @@ def serving_metrics(raw: dict[str, Any], slo: dict[str, float | None], extra_per
         "num_requests": len(measured),
         "num_completed": len(done),
         "num_errors": len(measured) - len(done),
+        # Failed measured requests / measured requests: the figure `bench gate` holds to
+        # `error_rate` (default budget max 0) and the run to serve.max_error_rate.
+        "error_rate": (len(measured) - len(done)) / len(measured) if measured else None,
         "errors": sorted({r["error"].split(":")[0] for r in measured if r["error"]}),
         "duration_s": duration,
         **{name: _latency_summary(values) for name, values in samples.items()},

@@ -115,11 +115,18 @@ def build_record(
 
 
 def typed(record: dict[str, Any]) -> RunRecord:
-    """The record as a RunRecord. Figures that do not fit their type are a bench bug, but
-    the run is not lost to it: it is stored as failed, raw facts kept, saying why."""
+    """The record as a RunRecord. A figure that is not a finite number (NaN, infinity)
+    fails the run, naming the figure: a record never stores one for a reader to trust.
+    Other figures that do not fit their type are a bench bug, but the run is not lost to
+    it either: it is stored as failed, raw facts kept, saying why."""
     try:
         return as_record(record)
     except ValueError as exc:
         failed = {**record, "status": "failed", "metrics": None, "cost": None, "trace": None}
-        failed["failure"] = {"kind": "error", "reason": f"bench bug, figures do not fit the record type: {exc}"}
+        why = (
+            "a figure is not a finite number (NaN or infinity)"
+            if "finite number" in str(exc)
+            else "bench bug, figures do not fit the record type"
+        )
+        failed["failure"] = {"kind": "error", "reason": f"{why}: {exc}"}
         return as_record(failed)

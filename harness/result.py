@@ -28,7 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 SCHEMA = "bench.result"
 SCHEMA_VERSION = 2
 
-FROZEN = ConfigDict(frozen=True, extra="forbid")
+# Figures are numbers or absent: NaN and infinities are refused when a record is built
+# (the run is stored as failed, naming the figure: harness.record.typed) and when one is
+# read (an edited or corrupt record is unreadable, and `bench gate` fails on it).
+FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 FROZEN_OPEN = ConfigDict(frozen=True, extra="allow")  # environment facts: what the host said
 
 

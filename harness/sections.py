@@ -280,13 +280,26 @@ class WorkloadSpec(Section):
 
 
 class Budget(Section):
-    """An absolute limit on a record metric, used by `bench gate`."""
+    """An absolute limit on a record metric, used by `bench gate`. A limit is a number in
+    the metric's unit or a quantity with its unit (`max: 500 ms`, `max: 2 GiB`, `min: 10 %`:
+    harness.budget_units), converted to the metric's unit; `written` keeps the text."""
 
     metric: str
     max: float | None = None
     min: float | None = None
     backend: str | None = None
     accelerator: str | None = None
+    # The limits as written where they carried a unit ({"max": "500 ms"}): shown as written.
+    written: dict[Literal["max", "min"], str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_written(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            texts = {side: data[side] for side in ("max", "min") if isinstance(data.get(side), str)}
+            if texts:
+                data = {**data, "written": {**(data.get("written") or {}), **texts}}
+        return data
 
     @field_validator("metric")
     @classmethod
@@ -297,6 +310,20 @@ class Budget(Section):
         if value not in metrics:
             raise ValueError(f"unknown metric {value!r} (known: {', '.join(metrics)})")
         return value
+
+    @field_validator("max", "min", mode="before")
+    @classmethod
+    def _in_metric_unit(cls, value: Any, info) -> Any:
+        """`500 ms` -> 0.5 for a metric in seconds; a bare number stays as it is."""
+        if not isinstance(value, str):
+            return value
+        from harness.budget_units import to_metric_unit
+        from harness.gate_metrics import known
+
+        metric = known().get(info.data.get("metric") or "")
+        if metric is None:
+            raise ValueError("a limit with a unit needs a known metric")
+        return to_metric_unit(value, metric.unit)
 
     @model_validator(mode="after")
     def _one_limit(self) -> "Budget":

@@ -84,6 +84,9 @@ def write_record(results_dir: Path | str, record: RunRecord | dict[str, Any]) ->
 class LoadResult:
     records: list[RunRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Files that look like records (a .json the store reads) but could not be read or
+    # validated: (path, why). `bench gate` fails on each unless told to skip them.
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
 
 
 PROJECTION_SUFFIX = ".projection.json"  # harness.projection.SUFFIX
@@ -129,6 +132,7 @@ def load_records(paths: Iterable[str | Path]) -> LoadResult:
             record = load_record(path)
         except ValueError as exc:
             result.warnings.append(f"skipped {exc}")
+            result.unreadable.append((str(path), str(exc).removeprefix(f"{path}: ")))
             continue
         if record.run_id not in seen:
             seen.add(record.run_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from harness.commands.common import load_or_fail, require_paths, stderr_console
+from harness.commands.common import require_paths, stderr_console
 from harness.errors import SpecError
 
 if TYPE_CHECKING:
@@ -65,12 +65,12 @@ def run(args) -> int:
     path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
     _check_output_folder(path)
     projections = _projections_or_fail(args.results, load_projections)
-    records = load_or_fail(args.results, console) if not projections else _load_records_quietly(args.results, console)
+    records, unreadable = _records_and_unreadable(args.results, console, required=not projections)
     records, projections = _filtered(args, records, projections)
     if not records and not projections:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
     # a selector naming 0 or 2+ rows: exit 2
-    report = build(records, args.baseline, tuple(args.compare), projections=projections)
+    report = build(records, args.baseline, tuple(args.compare), warnings=unreadable, projections=projections)
     for warning in report.warnings:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     try:
@@ -121,14 +121,20 @@ def _projections_or_fail(paths, load) -> list:
         raise SpecError(str(exc).split(": ", 1)[0], "", str(exc).split(": ", 1)[-1]) from None
 
 
-def _load_records_quietly(paths, console) -> list[RunRecord]:
-    """Records beside projections: none is not an error (a report of projections only)."""
+def _records_and_unreadable(paths, console, required: bool) -> tuple[list[RunRecord], list[str]]:
+    """The records under `paths`, and one page warning per file that looks like a record
+    but could not be read: a report must not look complete when a run is missing from it.
+    Without projections, no records at all is an error; beside them, a report of
+    projections only."""
     from harness.store import load_records
 
     loaded = load_records(paths)
     for warning in loaded.warnings:
         console.print(f"[yellow]warning: {warning}[/yellow]")
-    return loaded.records
+    if required and not loaded.records:
+        raise SpecError(", ".join(map(str, paths)), "", "no result records found")
+    unreadable = [f"unreadable record left out of this report: {path}: {why}" for path, why in loaded.unreadable]
+    return loaded.records, unreadable
 
 
 def _record_field(record: RunRecord, field: str) -> str:

@@ -128,8 +128,9 @@ def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "step_time_s" in done.stderr and "limit" in done.stderr and "vs baseline" in done.stderr
     assert "**FAIL**" in summary.read_text()
+    # A folder against itself compares nothing: the baseline leaves out the current runs' ids.
     same = bench("gate", str(base_dir), "--baseline", str(base_dir), "--budgets", str(budgets))
-    assert same.returncode == 0, same.stdout
+    assert same.returncode == 1 and "share no comparable runs" in same.stderr, same.stdout + same.stderr
 
 
 def _runs(medians, seed):
@@ -158,8 +159,8 @@ def test_no_data_fails_the_gate_unless_allowed():
     assert verdicts(checks) == [("step_time_s", "no-data")]
     assert failing(checks) == checks and failing(checks, allow_no_data=True) == []
     assert no_data_reason(checks) == (
-        "1 of 1 checks have no data: the current and baseline results share no comparable runs (same scenario, "
-        "variant, backend and accelerator)"
+        "1 of 1 checks have no data or cannot tell: the current and baseline results share no comparable runs "
+        "(same task, scenario, variant, backend and options, accelerator and chips, overrides and profile)"
     )
     assert "**FAIL**" in markdown(checks) and "NO-DATA" in markdown(checks)
     assert "**PASS**" in markdown(checks, allow_no_data=True)
@@ -253,19 +254,19 @@ def test_alpha_decides_between_noise_and_regression():
     assert run_gate([make_record(current)], [make_record(base)], strict, "b")[0].verdict == "noise"
 
 
-def test_with_two_steps_a_side_there_is_no_noise_test_and_the_threshold_decides():
+def test_with_two_steps_a_side_no_test_can_tell_and_a_change_beyond_the_limit_fails():
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}})
     (check,) = run_gate([make_record([1.5, 1.5])], [make_record([1.0, 1.0])], budgets, "b")
-    assert check.verdict == "regression"
-    assert check.detail.endswith(
-        "; no noise test (steps of 1 vs 1 runs; between-run noise unmeasured (use repeats >= 4); fewer than 3 samples)"
-    )
+    assert check.verdict == "cannot-tell" and check.beyond and failing([check], allow_no_data=True) == [check]
+    assert "with 2 vs 2 samples (steps of 1 vs 1 runs" in check.detail
+    assert "smallest p is 0.167, not below alpha 0.05; needs at least 4 samples a side" in check.detail
 
 
-def test_a_metric_without_raw_samples_and_few_runs_has_no_noise_test():
+def test_a_metric_without_raw_samples_and_few_runs_cannot_tell():
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s.p90": "+5%"}})
     (check,) = run_gate([make_record([2.0] * 4)], [make_record([1.0] * 4)], budgets, "b")
-    assert check.verdict == "regression" and "no noise test (too few runs; fewer than 3 samples)" in check.detail
+    assert check.verdict == "cannot-tell" and check.failed
+    assert "with 1 vs 1 samples (1 vs 1 runs (no per-step samples))" in check.detail
 
 
 def test_noise_samples_are_per_run_figures_from_four_runs_a_side():
@@ -335,27 +336,40 @@ def test_an_absolute_budget_narrowed_to_a_scenario_backend_or_accelerator():
     ]
 
 
-def test_an_absent_figure_is_no_data_with_its_limit():
+def test_an_absent_figure_is_no_data_with_its_reason_and_a_missing_one_fails():
     from harness.gate import Check
+    from harness.result import as_record
 
-    record = make_record([0.5] * 3)  # on a CPU: no MFU
+    record = as_record(make_record([0.5] * 3))  # on a CPU: no MFU
     (check,) = run_gate([record], None, BudgetsFile.model_validate({"budgets": [{"metric": "mfu", "min": 0.3}]}), "b")
-    no_peak = "metric absent: cpu has no peak FLOP/s in the catalog, so no MFU"
-    assert check == Check("tiny [default] torch@cpu", "mfu", "absolute", None, 0.3, "no-data", no_peak)
+    no_peak = f"run {record.run_id}: metric absent: cpu has no peak FLOP/s in the catalog, so no MFU"
+    assert check == Check("tiny [default] torch@cpu", "mfu", "figure", None, None, "no-data", no_peak)
     budgets = BudgetsFile.model_validate({"relative": {"mfu": "-5%"}})
-    (check,) = run_gate([record], [make_record([0.5] * 3)], budgets, "b")
-    absent = "metric absent in current or baseline"
-    assert check == Check("tiny [default] torch@cpu", "mfu", "relative", None, None, "no-data", absent)
-    # Only the current side absent (no steady state: every measured step compiled) ...
+    checks = run_gate([record], [make_record([0.5] * 3)], budgets, "b")
+    assert [(c.kind, c.verdict) for c in checks] == [("figure", "no-data"), ("figure", "no-data")]
+    # A figure missing with no reason stated (every measured step compiled: no steady
+    # state) is a failure of its own, naming the run and the field ...
     budgets = BudgetsFile.model_validate({"relative": {"tokens_per_s_real": "-5%", "num_recompiles": "+5%"}})
-    compiling = make_record([0.5] * 3, compiles=[1, 1, 1, 1])
+    compiling = as_record(make_record([0.5] * 3, compiles=[1, 1, 1, 1]))
     checks = run_gate([compiling], [record], budgets, "b")
     assert _check(checks, "tokens_per_s_real") == Check(
-        "tiny [default] torch@cpu", "tokens_per_s_real", "relative", None, None, "no-data", absent
+        "tiny [default] torch@cpu",
+        "tokens_per_s_real",
+        "figure",
+        None,
+        None,
+        "failed",
+        f"run {compiling.run_id}: metrics.tokens_per_s_real is missing",
     )
-    # ... or a baseline of 0 (no recompiles): no relative change to speak of.
+    # ... and a count over a baseline of 0 (no recompiles) compares absolutely: 3 > 0 fails.
     assert _check(checks, "num_recompiles") == Check(
-        "tiny [default] torch@cpu", "num_recompiles", "relative", 3, None, "no-data", absent
+        "tiny [default] torch@cpu",
+        "num_recompiles",
+        "relative",
+        3,
+        0.0,
+        "regression",
+        "num_recompiles 3 vs baseline 0 (a count: compared absolutely)",
     )
 
 
@@ -367,7 +381,11 @@ def test_a_failed_run_check_names_each_reason_once():
     ]
     assert checks[0].failed
     mixed = [failed_record(name="x"), make_record([0.5] * 3, name="x", repeat=1)]
-    assert run_gate(mixed, None, BudgetsFile(), "b") == []  # one run of the group succeeded
+    (check,) = run_gate(mixed, None, BudgetsFile(), "b")  # one failed repeat fails the gate
+    assert check.failed and check.detail == "1 of 2 runs failed (allow_failed_runs: 0): RuntimeError: boom"
+    allowed = BudgetsFile.model_validate({"allow_failed_runs": 1})
+    (check,) = run_gate(mixed, None, allowed, "b")
+    assert check.verdict == "pass" and "within allow_failed_runs: 1" in check.detail
 
 
 def test_scenario_budgets_are_deduplicated_and_a_bad_one_names_the_scenario():
@@ -399,11 +417,11 @@ def test_no_data_reason_lists_three_checks_and_counts_the_rest():
     ok = Check("g", "m", "absolute", 1.0, 2.0, "pass", "within the limit")
     assert no_data_reason([ok]) is None
     assert no_data_reason([ok, *missing]) == (
-        "5 of 6 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent; and 2 more"
+        "5 of 6 checks have no data or cannot tell: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent; and 2 more"
     )
     assert no_data_reason(missing[:4]).endswith("g2 m: metric absent; and 1 more")
     assert no_data_reason(missing[:3]) == (
-        "3 of 3 checks have no data: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent"
+        "3 of 3 checks have no data or cannot tell: g0 m: metric absent; g1 m: metric absent; g2 m: metric absent"
     )
 
 
@@ -524,11 +542,25 @@ def test_each_relative_verdict_is_a_whole_check():
     assert isinstance(noise, Check)
 
 
-def test_a_p_value_at_alpha_is_noise():
-    """3 steps a side, every current step slower: the one-sided exact p is 1/20 = alpha."""
+def test_a_test_that_cannot_reach_alpha_cannot_tell():
+    """3 steps a side, every current step slower: the one-sided exact p is at best 1/20 =
+    alpha, so no slowdown of any size could be told from noise: cannot-tell, failing."""
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.05})
     (check,) = run_gate([make_record([2.0, 2.1, 2.2])], [make_record([1.0, 1.1, 1.2])], budgets, "b")
-    assert "Mann-Whitney p=0.05 " in check.detail and check.verdict == "noise"
+    assert (
+        check.verdict == "cannot-tell" and check.failed and "smallest p is 0.05, not below alpha 0.05" in check.detail
+    )
+    (check,) = run_gate([make_record([2.0, 2.1, 2.2, 2.3])], [make_record([1.0, 1.1, 1.2, 1.3])], budgets, "b")
+    assert check.verdict == "regression" and "Mann-Whitney p=0.0143 " in check.detail  # 1/70
+
+
+def test_a_p_value_at_alpha_is_noise():
+    """4 steps a side, one current step below the baseline's largest: p = 2/70, noise at
+    alpha 0.02 (a regression at 0.05)."""
+    current, base = [make_record([1.25, 2.1, 2.2, 2.3])], [make_record([1.0, 1.1, 1.2, 1.3])]
+    strict = BudgetsFile.model_validate({"relative": {"step_time_s": "+10%"}, "alpha": 0.02})
+    (check,) = run_gate(current, base, strict, "b")
+    assert check.verdict == "noise" and "Mann-Whitney p=0.0286 " in check.detail
 
 
 def test_every_budget_and_every_group_is_checked():
@@ -556,18 +588,19 @@ def test_every_budget_and_every_group_is_checked():
         ("b", "step_time_s", "absolute", "pass"),
         ("a", "step_time_s", "relative", "no-data"),
         ("a", "tokens_per_s_real", "relative", "no-data"),
-        ("b", "step_time_s", "relative", "pass"),
-        ("b", "tokens_per_s_real", "relative", "pass"),
+        ("b", "step_time_s", "relative", "cannot-tell"),  # 3 steps a side: no test can reach p < 0.05
+        ("b", "tokens_per_s_real", "relative", "cannot-tell"),
     ]
     assert checks[6].group == "a [default] torch@cpu" and checks[8].group == "b [default] torch@cpu"
 
 
-def test_a_failed_groups_reasons_are_each_cut_at_120_characters_and_joined():
+def test_a_failed_groups_reasons_are_kept_whole_and_joined():
     long = failed_record(name="x")
-    long["failure"]["reason"] = "E" * 130
+    long["failure"]["reason"] = "E" * 130 + " the end"
     other = failed_record(name="x", repeat=1)
     (check,) = run_gate([long, other], None, BudgetsFile(), "b")
-    assert check.detail == "no successful run: " + "E" * 120 + "; RuntimeError: boom"
+    assert check.detail == "no successful run: " + "E" * 130 + " the end; RuntimeError: boom"
+    assert "E" * 130 + " the end" in markdown([check])
 
 
 def test_records_without_budgets_declare_none_and_a_bad_one_names_its_source():

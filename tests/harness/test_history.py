@@ -51,29 +51,66 @@ def test_series_are_one_per_configuration_and_budgets_are_their_lines():
     ]
     series = history.build_series([as_record(r) for r in records])
     assert sorted(s.label for s in series) == [
-        "tiny [default] gpu-fsdp @ cpu x1",
-        "tiny [default] torch @ cpu x1",
-        "tiny [default] torch @ cpu x2",
+        "tiny [default] gpu-fsdp@cpu",
+        "tiny [default] torch@cpu",
+        "tiny [default] torch@cpu x2",
     ]
-    assert {s.label: s.budgets for s in series}["tiny [default] torch @ cpu x1"] == [("max", 0.6)]
+    assert {s.label: s.budgets for s in series}["tiny [default] torch@cpu"] == [("max", 0.6)]
 
 
 # --------------------------------------------------------------------------- the band
-def test_the_band_is_the_mean_plus_the_largest_of_prediction_bound_floor_and_spread():
+def test_the_band_is_the_median_plus_the_larger_of_a_mad_prediction_bound_and_the_floor():
+    import statistics
+
     from scipy.stats import t
 
-    runs = [1.0, 1.01, 0.99, 1.0, 1.0]
+    runs = [1.0, 1.02, 0.98, 1.0, 1.01]
     b = history.band(runs)
-    mean = sum(runs) / 5
-    sd = (sum((x - mean) ** 2 for x in runs) / 4) ** 0.5
-    assert b.prediction == pytest.approx(t.ppf(0.99, 4) * sd * (1 + 1 / 5) ** 0.5)  # 3.75 x 0.0071 x 1.095 = 0.029
-    assert b.half_width == pytest.approx(max(b.prediction, 0.015, 0.01)) and b.high == pytest.approx(
-        mean + b.prediction
-    )
+    center = statistics.median(runs)
+    sigma = 1.4826 * statistics.median(abs(x - center) for x in runs)  # MAD 0.01
+    assert b.center == 1.0 and b.sigma == pytest.approx(0.014826)
+    assert b.prediction == pytest.approx(1.3 * t.ppf(0.99, 4) * sigma * (1 + 1 / 5) ** 0.5)
+    assert b.half_width == pytest.approx(max(b.prediction, 0.015)) and b.high == pytest.approx(center + b.prediction)
     tight = history.band([1.0] * 5)
-    assert tight.half_width == pytest.approx(0.015)  # the floor: 1.5% of the mean
-    spread = history.band([1.0, 1.0, 1.0, 1.0, 1.3])  # one far run: the band reaches it
-    assert spread.half_width >= 1.3 - spread.mean
+    assert tight.half_width == pytest.approx(0.015)  # the floor: 1.5% of the median
+
+
+def test_one_outlier_in_the_window_does_not_widen_the_band():
+    """The mean-and-spread band reached out to any far run, so one bad run let the next ten
+    through; the median and MAD do not move for it."""
+    steady = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]
+    with_outlier = steady[:-1] + [3.0]
+    assert history.band(with_outlier).high == pytest.approx(history.band(steady).high, rel=0.02)
+    assert history.band(with_outlier).high < 1.1  # a run 15% slower still fails after it
+
+
+def test_a_slow_creep_passes_every_window_but_fails_against_the_reference(tmp_path, capsys):
+    """1% slower a run: each run sits inside the band of the ten before it, forever; the
+    reference (the first runs since the last accepted change) catches the total."""
+    import random
+
+    rng = random.Random(5)
+    creeping = [0.5 * 1.01**i * (1 + rng.uniform(-0.003, 0.003)) for i in range(25)]
+    runs = run_records(creeping)
+    store(tmp_path / "history", runs[:-1])
+    store(tmp_path / "now", runs[-1:])
+    code, out = _gate(capsys, tmp_path / "now", "--history", tmp_path / "history", "--format", "md")
+    rows = {line.split("|")[3].strip(): line for line in out.splitlines() if "step\\_time\\_s" in line}
+    assert "| pass |" in rows["history"], out  # the window moved with the creep
+    assert "REGRESSION" in rows["reference"] and "vs reference" in rows["reference"], out
+    assert code == 1
+    code, out = _gate(capsys, tmp_path / "now", "--history", tmp_path / "history", "--creep-limit", "40%")
+    assert code == 0, out
+
+
+def test_an_improvement_is_accepted_and_a_slowdown_is_not():
+    import random
+
+    rng = random.Random(3)
+    faster = [1.0 + rng.uniform(-0.01, 0.01) for _ in range(10)] + [0.7 + rng.uniform(-0.01, 0.01) for _ in range(10)]
+    slower = [0.7 + rng.uniform(-0.01, 0.01) for _ in range(10)] + [1.0 + rng.uniform(-0.01, 0.01) for _ in range(10)]
+    assert history.accepted_start(faster, "lower") == 10
+    assert history.accepted_start(slower, "lower") == 0
 
 
 def _gate(capsys, *argv):
@@ -99,7 +136,7 @@ def test_too_little_history_is_no_data_and_fails_unless_allowed(tmp_path, capsys
     store(tmp_path / "history", records[:3])
     store(tmp_path / "now", records[3:])
     code, out = _gate(capsys, tmp_path / "now", "--history", tmp_path / "history", "--format", "md")
-    assert code == 1 and "3 runs of history (needs 5)" in out
+    assert code == 1 and "3 runs of history since the last accepted change (needs 5)" in out
     code, _ = _gate(capsys, tmp_path / "now", "--history", tmp_path / "history", "--allow-no-data")
     assert code == 0
 
@@ -114,7 +151,7 @@ def test_bench_history_lists_the_change_and_writes_one_offline_page(tmp_path, ca
     out = capsys.readouterr().out
     assert out.startswith("method: change points: PELT (ruptures")
     assert re.search(
-        r"tiny \[default\] torch @ cpu x1: step_time_s over 30 runs, 30 commits: step_time_s \+1\d% at commit", out
+        r"tiny \[default\] torch@cpu: step_time_s over 30 runs, 30 commits: step_time_s \+1\d% at commit", out
     )
     text = page.read_text()
     assert "budget max 0.65 (s)" in text and "https://" not in text.split("</script>", 1)[1]

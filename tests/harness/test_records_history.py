@@ -63,8 +63,8 @@ def test_show_report_and_gate_read_every_commits_records(tmp_path):
 
 
 def test_the_gate_judges_every_commits_run():
-    """One group (same scenario, variant, backend, accelerator) holds every commit's run:
-    its figure is the median of the five runs' figures (metrics.md: across runs)."""
+    """One group (same configuration) holds every commit's run: an absolute budget holds
+    each of them, so the figure checked is the worst of the five runs' figures."""
     from harness.gate import AbsoluteBudget, absolute_checks, group_records
 
     records = load_records([HISTORY]).records
@@ -73,7 +73,7 @@ def test_the_gate_judges_every_commits_run():
     for metric, figure in (("step_time_s", "metrics.step_time_s.median"), ("ttft_s", "metrics.ttft_s.median")):
         per_run = [r.figure(figure) for r in records if r.figure(figure) is not None]
         assert len(per_run) == len(COMMITS)
-        assert checks[metric].measured == pytest.approx(statistics.median(per_run))
+        assert checks[metric].measured == pytest.approx(max(per_run))
         assert checks[metric].verdict == "pass"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from harness import cost as cost_model
 from harness.gate_metrics import GateMetric
@@ -26,6 +26,7 @@ class ServeMetrics(BaseModel):
     num_requests: int
     num_completed: int
     num_errors: int
+    error_rate: float | None = None  # num_errors / num_requests (None: no measured request)
     errors: list[str]
     duration_s: float
     ttft_s: Stats | None = None
@@ -61,6 +62,14 @@ class ServeMetrics(BaseModel):
     server_metrics: dict[str, Any] | None = None
     warnings: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _error_rate_of_older_records(cls, data: Any) -> Any:
+        """Records written before `error_rate` existed: the same figure from their counts."""
+        if isinstance(data, dict) and "error_rate" not in data and data.get("num_requests"):
+            data = {**data, "error_rate": data.get("num_errors", 0) / data["num_requests"]}
+        return data
+
 
 class ServeCost(BaseModel):
     model_config = FROZEN
@@ -93,7 +102,22 @@ GATE_METRICS: dict[str, GateMetric] = {
     "itl_s.p99": GateMetric("lower", "s", "metrics.itl_s.p99"),
     "output_throughput_tok_s": GateMetric("higher", "tok/s", "metrics.output_throughput_tok_s"),
     "usd_per_1m_output_tokens": GateMetric("lower", "$", "cost.usd_per_1m_output_tokens"),
+    # Failed measured requests / measured requests; every gate on a serve run holds it to
+    # max 0 (or the scenario's serve.max_error_rate) unless a budget on it says otherwise.
+    "error_rate": GateMetric("lower", "", "metrics.error_rate", count=True),
 }
+
+
+def too_many_errors(metrics: dict[str, Any], allowed: float) -> str | None:
+    """Why a run whose failed requests exceed serve.max_error_rate (default 0: any) is not
+    ok: its latencies and throughput are those of the requests that happened to succeed."""
+    rate = metrics.get("error_rate")
+    if rate is None or rate <= allowed:
+        return None
+    return (
+        f"{metrics['num_errors']} of {metrics['num_requests']} measured requests failed (error rate {rate:.1%}, "
+        f"above serve.max_error_rate {allowed:g}): {', '.join(metrics['errors'])}"
+    )
 
 
 class ServeTask(Task):
@@ -148,6 +172,9 @@ class ServeTask(Task):
         record["server"] = record["raw"].get("server")
         if metrics["num_completed"] == 0:
             return {"kind": "error", "reason": f"every measured request failed ({', '.join(metrics['errors'])})"}
+        too_many = too_many_errors(metrics, run.scenario.serve.max_error_rate)
+        if too_many:
+            return {"kind": "error", "reason": too_many}
         record["cost"] = cost
         if cost is not None and record["raw"].get("engine") == "local":
             cost["label"] = engines.LOCAL_LABEL

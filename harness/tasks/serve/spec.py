@@ -345,6 +345,9 @@ class ServeSpec(Section):
     sweep: SweepSpec | None = None
     slo_search: SloSearchSpec | None = None
     request_timeout_s: float = Field(120.0, gt=0, le=MAX_SECONDS)
+    # The share of measured requests that may fail before the run is not ok (default 0:
+    # any failed request fails the run; its figures are kept, its headline is not shown).
+    max_error_rate: float = Field(0.0, ge=0, le=1)
     # Where an endpoint's or launched server's model runs, for cost (ACCELERATOR:CHIPS or
     # a TPU slice); launch defaults to this machine's device. local and auto bill the
     # device they measure and refuse it.
