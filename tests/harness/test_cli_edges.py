@@ -334,8 +334,9 @@ def test_a_gate_with_no_comparable_baseline_fails_unless_missing_data_is_allowed
         timeout=60,
     )
     assert allowed.returncode == 0 and "**PASS**" in allowed.stdout, allowed.stderr
+    # A folder against itself compares nothing: the baseline leaves out the current runs' ids.
     same = bench("gate", str(current), "--baseline", str(current), "--budgets", str(budgets), timeout=60)
-    assert same.returncode == 0, same.stderr
+    assert same.returncode == 1 and "share no comparable runs" in same.stderr, same.stderr
 
 
 def test_a_baseline_without_relative_limits_says_there_is_nothing_to_compare(tmp_path):

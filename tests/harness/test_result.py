@@ -152,6 +152,7 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     added = [c for c in today.columns if c not in golden.columns]
     assert added == [
         "usd_per_1m_tokens_real_window",
+        "error_rate",  # #44: failed / measured requests, from the records' counts
         "slo_at_percentile",
         "output_tok_s_per_user",
         "output_tok_s_per_chip",
@@ -169,6 +170,9 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     assert today[list(golden.columns)].to_csv(index=False) == golden.to_csv(index=False)
     serve = today[today["task"] == "serve"] if "task" in today.columns else today[today["backend"] == "serve-local"]
     assert serve["output_tok_s_per_chip"].tolist() == serve["output_throughput_tok_s"].tolist()  # one chip
+    assert [float(x) for x in serve["error_rate"]] == [
+        int(e) / int(n) for e, n in zip(serve["num_errors"], serve["num_requests"])
+    ]
 
 
 def test_every_training_figure_states_its_unit_by_its_name():
