@@ -171,7 +171,7 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     serve = today[today["task"] == "serve"] if "task" in today.columns else today[today["backend"] == "serve-local"]
     assert serve["output_tok_s_per_chip"].tolist() == serve["output_throughput_tok_s"].tolist()  # one chip
     assert [float(x) for x in serve["error_rate"]] == [
-        int(e) / int(n) for e, n in zip(serve["num_errors"], serve["num_requests"])
+        float(e) / float(n) for e, n in zip(serve["num_errors"], serve["num_requests"])
     ]
 
 
