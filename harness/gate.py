@@ -260,7 +260,7 @@ def smallest_p_value(n: int, m: int) -> float:
     return 1.0 / math.comb(n + m, n) if n and m else 1.0
 
 
-def samples_needed(alpha: float, have_other: int | None = None) -> int:
+def samples_needed(alpha: float) -> int:
     """The fewest samples a side (equal sides) at which the test can reach p < alpha."""
     k = 1
     while smallest_p_value(k, k) >= alpha:
@@ -281,9 +281,6 @@ def _applies(budget: AbsoluteBudget, key: Configuration) -> bool:
             (budget.accelerator, key.accelerator),
         )
     )
-
-
-_matches = _applies
 
 
 def absolute_checks(groups, budgets: list[AbsoluteBudget]) -> list[Check]:

@@ -135,11 +135,7 @@ def build_series(
     for key, runs in by_series(records).items():
         for metric in metrics_for(runs[0].task, metrics):
             gauge = known()[metric]
-            points = [
-                Point(r.run_id, r.provenance.commit or "unknown", r.provenance.finished_at, v)
-                for r in runs
-                if (v := gauge.value(r)) is not None
-            ]
+            points = _points(gauge, runs)
             if points:
                 out.append(Series(key, metric, gauge, points, _budget_lines(key, metric, runs, budgets)))
     return out
