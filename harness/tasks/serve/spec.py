@@ -291,6 +291,7 @@ BENCH_BODY_FIELDS = {
     "max_tokens": "output_tokens",
     "min_tokens": "output_tokens with force_output_length",
     "ignore_eos": "force_output_length",
+    "return_token_ids": "token_ids",
     "stream": "bench's streaming client (always true)",
     "stream_options": "bench's streaming client (include_usage, for the token counts)",
     "temperature": "bench's greedy decoding (0)",
@@ -336,6 +337,11 @@ class ServeSpec(Section):
     # Ask the server to ignore EOS so every request produces output_tokens (vLLM's
     # ignore_eos/min_tokens); server-specific fields go in extra_body.
     force_output_length: bool = True
+    # Ask the server for each streamed chunk's token ids (vLLM's return_token_ids) and
+    # fail a request whose stream carried fewer than its usage reports. Off for a server
+    # that refuses fields it does not know (transformers serve); chunks are then counted
+    # as token events, never as tokens (output tokens always come from usage).
+    token_ids: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     load: LoadSpec = LoadSpec()
     # Measured requests of the load (of each point of a sweep or search).
