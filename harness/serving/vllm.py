@@ -69,6 +69,13 @@ def server_command(
     return command + (["--enable-prompt-tokens-details"] if prefix_caching else ["--no-enable-prefix-caching"])
 
 
+def parallel_flags(tensor: int, data: int) -> list[str]:
+    """vLLM's --tensor-parallel-size and --data-parallel-size, each only where above 1
+    (vLLM's default is 1: the command then says nothing it does not change)."""
+    flags = ["--tensor-parallel-size", str(tensor)] if tensor > 1 else []
+    return flags + (["--data-parallel-size", str(data)] if data > 1 else [])
+
+
 def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:
     """bench's prompts as `vllm bench serve --dataset-name custom` reads them: one
     {"prompt": text} per line (the /completions text, chat template already applied)."""

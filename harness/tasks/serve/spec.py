@@ -362,6 +362,11 @@ class ServeSpec(Section):
     # before every point, so a repeated run measures a cold prefix cache as its first
     # did; where the server does not offer it, the record says so.
     reset_prefix_cache: bool = True
+    # engine auto's vLLM on a TPU slice or a multi-GPU host (harness.serving.engines):
+    # tensor-parallel over the fewest chips the weights fit, then `fill` replicates the
+    # model over every billed chip left (vLLM's --data-parallel-size: throughput, the
+    # whole slice billed); `one` runs one replica and bills only its chips, stated.
+    auto_replicas: Literal["fill", "one"] = "fill"
 
     @field_validator("engine")
     @classmethod
@@ -424,6 +429,8 @@ class ServeSpec(Section):
                 f"accelerator: {might} bills the device it measures running on; serve.accelerator is for "
                 "engine endpoint or launch"
             )
+        if self.engine != "auto" and self.auto_replicas != "fill":  # (a dumped scenario holds the default)
+            raise ValueError(f"auto_replicas: only engine auto's vLLM uses it (engine is {self.engine})")
         if local and self.extra_body:
             raise ValueError(f"extra_body: {might} sends no HTTP request; name engine: endpoint or launch")
         if local and self.api != "completions":

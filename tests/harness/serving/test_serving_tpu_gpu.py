@@ -110,3 +110,126 @@ def test_a_stream_verdict_names_what_is_missing():
     assert stream_verdict(short).endswith("2 token ids, usage 3")
     whole = RequestRecord(0, False, 0.0, chunk_s=[0.1, 0.2], chunk_tokens=[1, 2], output_tokens=3)
     assert stream_verdict(whole) is None
+
+
+# --------------------------------------------------------------------------- bill what serves
+def scenario_of(preset: str, serve: dict | None = None):
+    from harness.loader import validate
+
+    doc = {"name": "x", "model": {"preset": preset}, "tasks": ["serve"], "serve": serve or {}}
+    return validate(doc, "s.yaml")
+
+
+def auto_command(preset: str, platform: str, environ: dict, monkeypatch, serve: dict | None = None):
+    """auto's choice for `preset` on a faked platform, and the vLLM command it launches."""
+    from backends.hf_common.serving import auto_vllm
+    from harness.serving import engines
+
+    monkeypatch.setattr(engines, "vllm_probe", lambda python, model: None, raising=False)
+    scenario = scenario_of(preset, serve)
+    model = engines.serving_model(scenario, need=False)
+    choice = engines.choose(scenario.serve, {"BENCH_VLLM_PYTHON": "/bin/sh", **environ}, model, platform=platform)
+    if choice.engine != "launch":
+        return choice, None
+    return choice, list(auto_vllm(scenario, choice.to_json()).serve.launch.command)
+
+
+def flag(command: list[str], name: str) -> int | None:
+    return int(command[command.index(name) + 1]) if name in command else None
+
+
+def expected_tensor(params: int, memory: int, count: int, heads: int) -> int:
+    """The fewest chips dividing the count and the heads whose memory the bf16 weights
+    fill at most half of: recomputed here from the datasheet figures."""
+    return next(t for t in range(1, count + 1) if count % t == 0 and heads % t == 0 and 2 * params / t <= memory / 2)
+
+
+def gemma_params(preset: str) -> int:
+    """Parameters counted from the preset's dimensions by hand (tied embedding)."""
+    from harness.presets import MODEL_PRESETS as PRESETS
+
+    a = PRESETS[preset]
+    attention = a["hidden_size"] * a["head_dim"] * 2 * (a["num_heads"] + a["num_kv_heads"])
+    return (
+        a["num_layers"] * (attention + 3 * a["hidden_size"] * a["intermediate_size"])
+        + a["vocab_size"] * a["hidden_size"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("preset", "slice_name", "chips", "memory"),
+    [
+        ("gemma-3-270m", "v6e-8", 8, int(31.25 * 2**30)),  # usable HBM: the compiler's limits
+        ("gemma-3-27b", "v6e-8", 8, int(31.25 * 2**30)),
+        ("gemma-3-270m", "v5litepod-4", 4, int(15.75 * 2**30)),
+    ],
+)
+def test_auto_vllm_on_a_tpu_slice_serves_from_every_chip_it_bills(monkeypatch, preset, slice_name, chips, memory):
+    """A v6e-8 bills 8 chips, a v5e-4 4: the vLLM command shards the weights over the
+    fewest chips they fit (tensor parallel) and replicates over the rest (data
+    parallel), so tensor x data = the billed chips."""
+    from harness.presets import MODEL_PRESETS as PRESETS
+
+    choice, command = auto_command(preset, "tpu", {"TPU_ACCELERATOR_TYPE": slice_name}, monkeypatch)
+    tensor = expected_tensor(gemma_params(preset), memory, chips, PRESETS[preset]["num_heads"])
+    assert (flag(command, "--tensor-parallel-size") or 1) == tensor
+    assert (flag(command, "--data-parallel-size") or 1) == chips // tensor
+    assert choice.accelerator["count"] == chips and choice.tensor_parallel * choice.data_parallel == chips
+    assert f"--tensor-parallel-size {tensor}" in choice.reason
+    if preset == "gemma-3-27b":
+        assert tensor == 4  # 54 GB of bf16 weights: 13.5 GB a chip on 4, above half of 31.25 GiB on 2
+
+
+def test_one_replica_bills_only_its_chips_and_says_so(monkeypatch):
+    choice, command = auto_command(
+        "gemma-3-27b", "tpu", {"TPU_ACCELERATOR_TYPE": "v6e-8"}, monkeypatch, {"auto_replicas": "one"}
+    )
+    assert flag(command, "--tensor-parallel-size") == 4 and "--data-parallel-size" not in command
+    assert choice.accelerator["count"] == 4 and "billed 4 of the 8 chips" in choice.reason
+
+
+def fake_gpus(tmp_path, names: list[str]):
+    for i, name in enumerate(names):
+        board = tmp_path / f"0000:0{i}:00.0"
+        board.mkdir(parents=True)
+        (board / "information").write_text(f"Model: \t\t {name}\nIRQ:   \t\t 42\n")
+    return tmp_path
+
+
+def test_auto_vllm_on_a_two_gpu_host_is_billed_both_before_any_load(monkeypatch, tmp_path):
+    """Two H100s listed by the driver: billed h100-sxm x 2 at choice time (not asked for
+    after the load); the 27B model needs both (tensor parallel 2), the 270M one runs a
+    replica on each (data parallel 2). CUDA_VISIBLE_DEVICES narrows what is billed."""
+    from harness.serving import engines
+
+    monkeypatch.setattr(engines, "NVIDIA_PROC", str(fake_gpus(tmp_path, ["NVIDIA H100 80GB HBM3"] * 2)))
+    big, command = auto_command("gemma-3-27b", "cuda", {}, monkeypatch)
+    assert big.accelerator == {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 2, "catalog_key": "h100-sxm"}
+    assert expected_tensor(gemma_params("gemma-3-27b"), 80 * 10**9, 2, 32) == 2
+    assert flag(command, "--tensor-parallel-size") == 2 and "--data-parallel-size" not in command
+    small, command = auto_command("gemma-3-270m", "cuda", {}, monkeypatch)
+    assert "--tensor-parallel-size" not in command and flag(command, "--data-parallel-size") == 2
+    assert small.accelerator["count"] == 2
+    one, command = auto_command("gemma-3-270m", "cuda", {"CUDA_VISIBLE_DEVICES": "1"}, monkeypatch)
+    assert one.accelerator["count"] == 1 and "--data-parallel-size" not in command
+
+
+def test_a_gpu_host_that_does_not_say_its_gpus_or_a_model_too_big_is_refused_or_served_locally(monkeypatch, tmp_path):
+    from harness.errors import BenchError
+    from harness.serving import engines
+
+    monkeypatch.setattr(engines, "NVIDIA_PROC", str(tmp_path / "none"))
+    with pytest.raises(BenchError, match="which GPUs vLLM would serve on is unknown"):
+        auto_command("gemma-3-270m", "cuda", {}, monkeypatch)
+    monkeypatch.setattr(engines, "NVIDIA_PROC", str(fake_gpus(tmp_path / "l4", ["NVIDIA L4"])))
+    choice, _ = auto_command("gemma-3-27b", "cuda", {}, monkeypatch)
+    assert choice.engine == "local" and "need more than 1 l4 chips" in choice.reason
+
+
+def test_auto_replicas_is_for_engine_auto_only():
+    from harness.errors import SpecError
+    from harness.loader import validate
+
+    doc = {"name": "x", "serve": {"engine": "local", "auto_replicas": "one"}}
+    with pytest.raises(SpecError, match="auto_replicas: only engine auto"):
+        validate(doc, "s.yaml")
