@@ -77,6 +77,9 @@ class ServingModel:
     # divide the heads (vLLM refuses one that does not). None: unknown.
     params: int | None = None
     num_heads: int | None = None
+    # Its Hugging Face class (config.json's architectures[0]): what auto asks vLLM's
+    # model registry about.
+    architecture: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def choose(spec, environ=None, model=None, platform: str | None = None) -> Choic
     platform = platform or platform_probe()
     model = model() if callable(model) else model
     context = vllm_context(model, platform)
-    limit = vllm_limit(model, platform, context)
+    limit = vllm_refusal(python or found, model, served_dtype(spec, platform)) or vllm_limit(model, platform, context)
     devices = billed_devices(platform, environ)
     layout = vllm_parallel(model, devices, spec.auto_replicas, spec.precision or "bf16") if devices else NO_PARALLEL
     limit = limit or (layout if isinstance(layout, str) else None)
@@ -304,6 +307,36 @@ def _driver_model(information) -> str | None:
     return None
 
 
+# Torch's names for serve.precision: what auto asks vLLM's platform about.
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def served_dtype(spec, platform: str) -> str:
+    """The dtype auto's vLLM serves in (backends.hf_common.serving.auto_vllm): the
+    precision given, else fp32 on a CPU and bf16 on an accelerator."""
+    return TORCH_DTYPES[spec.precision or ("fp32" if platform == "cpu" else "bf16")]
+
+
+def vllm_refusal(where: str, model: ServingModel | None, dtype: str) -> str | None:
+    """Why the vLLM found cannot serve this model, asked of vLLM in its own interpreter
+    (harness.serving.vllm.probe): it does not import, its registry lacks the model's
+    architecture, or its platform lacks the dtype. A `vllm` script is asked through the
+    Python its #! line names."""
+    from harness.serving import vllm
+
+    python = where if os.path.basename(where) != "vllm" else vllm.interpreter_of(where)
+    if python is None:
+        return f"which Python runs {where} is unknown (no #! line)"
+    return vllm_probe(python, model.architecture if model is not None else None, dtype)
+
+
+def vllm_probe(python: str, architecture: str | None, dtype: str) -> str | None:
+    """harness.serving.vllm.probe (a name here, so a test can stand in for vLLM)."""
+    from harness.serving import vllm
+
+    return vllm.probe(python, architecture, dtype)
+
+
 def vllm_context(model: ServingModel | None, platform: str) -> int | None:
     """auto's vLLM context: on a CPU or TPU the cap or the model's position limit,
     whichever is smaller; on a GPU the model's own (None)."""
@@ -353,9 +386,11 @@ def serving_model(scenario, need: bool = True) -> ServingModel:
     from pathlib import Path
 
     arch = scenario.model.architecture()
+    architecture = HF_CLASSES.get(arch.get("family", "gemma3"), "LlamaForCausalLM")  # backends.hf_common.model
     if scenario.model.path and (Path(scenario.model.path) / "config.json").is_file():
         config = json.loads((Path(scenario.model.path) / "config.json").read_text())
         arch = {**config, **arch}
+        architecture = (config.get("architectures") or [architecture])[0]
     head_dim = arch.get("head_dim") or (
         arch["hidden_size"] // arch["num_heads"] if arch.get("hidden_size") and arch.get("num_heads") else None
     )
@@ -364,7 +399,14 @@ def serving_model(scenario, need: bool = True) -> ServingModel:
         from harness.serving.prompts import longest_request
 
         longest = longest_request(scenario)
-    return ServingModel(arch.get("max_position_embeddings"), head_dim, longest, parameters(arch), arch.get("num_heads"))
+    return ServingModel(
+        arch.get("max_position_embeddings"), head_dim, longest, parameters(arch), arch.get("num_heads"), architecture
+    )
+
+
+# The transformers class each architecture family is built and exported as
+# (backends.hf_common.model.hf_config: Gemma3TextConfig, Qwen2Config, else LlamaConfig).
+HF_CLASSES = {"gemma3": "Gemma3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
 
 
 def parameters(arch: dict[str, Any]) -> int | None:

@@ -125,7 +125,7 @@ def auto_command(preset: str, platform: str, environ: dict, monkeypatch, serve: 
     from backends.hf_common.serving import auto_vllm
     from harness.serving import engines
 
-    monkeypatch.setattr(engines, "vllm_probe", lambda python, model: None, raising=False)
+    monkeypatch.setattr(engines, "vllm_probe", lambda python, architecture, dtype: None)
     scenario = scenario_of(preset, serve)
     model = engines.serving_model(scenario, need=False)
     choice = engines.choose(scenario.serve, {"BENCH_VLLM_PYTHON": "/bin/sh", **environ}, model, platform=platform)
@@ -233,3 +233,89 @@ def test_auto_replicas_is_for_engine_auto_only():
     doc = {"name": "x", "serve": {"engine": "local", "auto_replicas": "one"}}
     with pytest.raises(SpecError, match="auto_replicas: only engine auto"):
         validate(doc, "s.yaml")
+
+
+# --------------------------------------------------------------------------- auto asks vLLM
+def fake_vllm_python(tmp_path, archs=("Gemma3ForCausalLM",), dtypes=("float32", "bfloat16"), broken=False):
+    """An interpreter whose `vllm` answers like vLLM's (ModelRegistry.get_supported_archs,
+    current_platform.supported_dtypes, with a stand-in torch's dtypes), or fails to import."""
+    import stat
+    import sys
+
+    root = tmp_path / "site"
+    for package in ("vllm/model_executor/models", "vllm/platforms", "torch"):
+        (root / package).mkdir(parents=True, exist_ok=True)
+    (root / "torch/__init__.py").write_text("float32, bfloat16, float16 = 'f32', 'bf16', 'f16'\n")
+    (root / "vllm/__init__.py").write_text(
+        "raise ImportError('libcudart.so.12: cannot open shared object file')\n" if broken else "__version__ = '9.9'\n"
+    )
+    (root / "vllm/model_executor/__init__.py").write_text("")
+    (root / "vllm/model_executor/models/__init__.py").write_text(
+        f"class ModelRegistry:\n    @staticmethod\n    def get_supported_archs():\n        return {list(archs)!r}\n"
+    )
+    (root / "vllm/platforms/__init__.py").write_text(
+        "import torch\nclass _Platform:\n    device_type = 'cpu'\n"
+        f"    supported_dtypes = [{', '.join(f'torch.{d}' for d in dtypes)}]\ncurrent_platform = _Platform()\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return str(python)
+
+
+def choose_with(python: str, preset: str = "tiny-gemma3", environ: dict | None = None):
+    from harness.serving import engines
+
+    scenario = scenario_of(preset)
+    model = engines.serving_model(scenario, need=False)
+    return engines.choose(scenario.serve, environ or {"BENCH_VLLM_PYTHON": python}, model, platform="cpu")
+
+
+def test_auto_launches_vllm_only_where_vllm_itself_says_it_serves_the_model(tmp_path):
+    """vLLM imports, its registry lists Gemma3ForCausalLM, its platform serves float32
+    (a CPU's dtype): vLLM. (tiny-gemma3's head_dim 16 is its CPU attention's limit; the
+    64 below passes it.)"""
+    python = fake_vllm_python(tmp_path)
+    choice = choose_with(python, "gemma-3-270m")
+    assert choice.engine == "launch" and choice.vllm_python == python
+
+
+@pytest.mark.parametrize(
+    ("fake", "preset", "reason"),
+    [
+        ({"broken": True}, "gemma-3-270m", "vLLM does not import in {python} (ImportError: libcudart.so.12"),
+        ({}, "qwen2.5-3b", "vLLM 9.9's model registry does not list Qwen2ForCausalLM"),
+        ({"dtypes": ("bfloat16",)}, "gemma-3-270m", "vLLM 9.9 on cpu does not serve float32"),
+    ],
+)
+def test_auto_serves_locally_where_vllm_cannot_and_vllm_says_why(tmp_path, fake, preset, reason):
+    python = fake_vllm_python(tmp_path, **fake)
+    choice = choose_with(python, preset)
+    assert choice.engine == "local" and reason.format(python=python) in choice.reason
+    assert choice.reason.endswith("the local engine serves instead")
+
+
+def test_a_vllm_script_on_path_is_asked_through_the_python_of_its_first_line(tmp_path):
+    import stat
+
+    python = fake_vllm_python(tmp_path, archs=())
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "vllm"
+    script.write_text(f"#!{python}\nimport sys\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    choice = choose_with(python, "gemma-3-270m", {"PATH": str(bindir)})
+    assert choice.engine == "local" and "does not list Gemma3ForCausalLM" in choice.reason
+
+
+def test_the_probes_answer_is_read_strictly():
+    from harness.serving.vllm import interpreter_of, probe_verdict
+
+    assert probe_verdict("/p", "A", "float32", "", "Traceback\nSyntaxError: bad") == (
+        "vLLM could not be asked in /p (SyntaxError: bad)"
+    )
+    answer = '{"version": "1", "architecture": true, "dtype_error": "AttributeError: supported_dtypes"}'
+    assert "could not say which dtypes" in probe_verdict("/p", "A", "float32", answer)
+    ok = '{"version": "1", "architecture": true, "platform": "tpu", "dtype": true}'
+    assert probe_verdict("/p", "A", "bfloat16", "log line\n" + ok) is None
+    assert interpreter_of("/nonexistent/vllm") is None
