@@ -396,7 +396,7 @@ def build(
             for n in names
             if n not in chosen
         ]
-    warnings += _record_warnings(ok)
+    warnings += _record_warnings(ok) + convention_notes(serving)
     failed = [r for r in records if not r.ok]
     report = Report(
         [],
@@ -428,6 +428,22 @@ def _add_projections(report: Report, train: list[RunRecord], projections: list) 
     from reports.tpu_vs_gpu import add_to_report
 
     add_to_report(report, projections, train)
+
+
+def convention_notes(serving: list[TableRow]) -> list[str]:
+    """Where a serving row's figures differ from what vLLM's own client would report on
+    the same requests by more than 5% (harness.serving.conventions), the difference,
+    stated once per row (its first run's; `bench show` lists each run's)."""
+    out = []
+    for row in serving:
+        differing = [r for r in row.records if r.metrics.convention_differences]
+        if differing:
+            first = differing[0].metrics.convention_differences
+            out.append(
+                f"serving {row.label}: bench's and vLLM's client conventions differ by more than 5% in "
+                f"{len(differing)} of {len(row.records)} runs, e.g. {'; '.join(first)}"
+            )
+    return out
 
 
 def _record_warnings(records: list[RunRecord]) -> list[str]:

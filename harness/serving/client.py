@@ -45,6 +45,15 @@ class RequestRecord:
     # written: sent_s - due_s. None where no HTTP client sent it (the local engine).
     due_s: float | None = None
     queue_s: float | None = None
+    # vLLM's own client's clock (vllm/benchmarks/lib/endpoint_request_func.py and
+    # serve.py), kept so both conventions can be computed from the record: when the
+    # request was handed to the HTTP client, before any connection (vLLM starts TTFT and
+    # E2EL there), when the load scheduled it, before its concurrency cap (the wait
+    # between is vLLM's semaphore wait), and when its load's measured phase started
+    # (vLLM's duration runs from there). None where no HTTP client sent it.
+    posted_s: float | None = None
+    arrival_s: float | None = None
+    load_start_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +129,7 @@ async def send(
     (httpcore's trace), so time spent waiting for a connection or the event loop is
     the request's client queue time (`queue_s`), never part of its TTFT."""
     record.sent_s = time.perf_counter() - origin
+    record.posted_s = record.sent_s
     record.due_s = record.sent_s if due is None else min(due, record.sent_s)
 
     async def written(name: str, info: dict[str, Any]) -> None:
@@ -236,6 +246,7 @@ async def measure(
 
     async def one(record: RequestRecord, delay: float) -> None:
         arrival = start + delay
+        record.arrival_s, record.load_start_s = arrival - origin, start - origin
         await asyncio.sleep(max(0.0, arrival - time.perf_counter()))  # from one start: no drift
         body = bodies[record.index % len(bodies)]
         if gate is None:

@@ -20,6 +20,7 @@ def serve_figures(
         search, requests = metric_fns.slo_search_summary(raw, slo)
         raw = {**raw, "requests": requests}
     metrics = metric_fns.serving_metrics(raw, slo, percentiles)
+    metrics.update(vllm_convention(raw, metrics))
     metrics.update(server_side(raw))
     throughput = metrics["output_throughput_tok_s"]
     metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
@@ -29,6 +30,15 @@ def serve_figures(
     if search is not None and cost is not None:
         _cost_at_slo(cost, search)
     return metrics, cost
+
+
+def vllm_convention(raw: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's own client's figures from the same timestamps, and the sentences where they
+    differ from bench's by more than 5% (harness.serving.conventions)."""
+    from harness.serving import conventions
+
+    vllm = conventions.vllm_figures([r for r in raw["requests"] if not r["warmup"]])
+    return {"vllm_convention": vllm, "convention_differences": conventions.differences(metrics, vllm)}
 
 
 def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:

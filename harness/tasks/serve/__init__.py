@@ -59,6 +59,12 @@ class ServeMetrics(BaseModel):
     # The server's own /metrics (vLLM's) read before and after the measured requests:
     # {"before", "after", "delta"} of its vllm: samples (harness.serving.server_metrics).
     server_metrics: dict[str, Any] | None = None
+    # The same requests by vLLM's own client's convention (harness.serving.conventions:
+    # TTFT and E2EL from before the connection, duration from the load's start, the
+    # semaphore wait), and a sentence for each figure where it differs from bench's by
+    # more than 5%. None where the record lacks vLLM's clock (the local engine).
+    vllm_convention: dict[str, Any] | None = None
+    convention_differences: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -59,6 +59,7 @@ def client_rows(record: RunRecord) -> list[tuple[str, str]]:
             (f"{name[:-2].upper()} (s) percentiles", ", ".join(f"{p} {fmt(v, '.4g')}" for p, v in values.items()))
         )
     notes = [m.client_saturated] if m.client_saturated else []
+    notes += [f"vLLM's convention differs: {d}" for d in m.convention_differences]
     notes += [f"too few samples for {t}" for t in m.thin_percentiles] + list(m.warnings)
     return rows + [("note", note) for note in notes]
 

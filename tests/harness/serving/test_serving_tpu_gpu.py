@@ -6,6 +6,7 @@ fewer tokens than usage reports."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from harness.metrics import serving_metrics
 from harness.serving.client import RequestRecord, request_body, stream_verdict, token_ids_in
 from harness.serving.loads import drive
 
+from conftest import ROOT
 from fake_openai import serve as fake_server
 
 LENGTH = 8  # the fake streams it in chunks of 1, 1, 2, 1, 1, 2 tokens: 6 chunks for 8 tokens
@@ -319,3 +321,129 @@ def test_the_probes_answer_is_read_strictly():
     ok = '{"version": "1", "architecture": true, "platform": "tpu", "dtype": true}'
     assert probe_verdict("/p", "A", "bfloat16", "log line\n" + ok) is None
     assert interpreter_of("/nonexistent/vllm") is None
+
+
+# --------------------------------------------------------------------------- comparable with vLLM
+FIXTURE = ROOT / "tests" / "fixtures" / "serving" / "vllm_stream.json"
+
+
+def replayed_record(monkeypatch) -> dict:
+    """bench's client reading the fixture's stream line by line, its clock at each
+    event's recorded arrival: the request record bench keeps."""
+    from harness.serving import client
+
+    fixture = json.loads(FIXTURE.read_text())
+    record = RequestRecord(0, False, fixture["sent_s"], posted_s=fixture["posted_s"], arrival_s=0.0, load_start_s=0.0)
+    now = [0.0]
+    monkeypatch.setattr(client.time, "perf_counter", lambda: now[0])
+    for event in fixture["events"]:
+        now[0] = event["t"]
+        client._on_line("data: [DONE]" if event.get("done") else f"data: {json.dumps(event['data'])}", record, 0.0)
+    record.end_s = fixture["events"][-1]["t"]
+    record.error = stream_verdict(record)
+    return record.to_json()
+
+
+def test_vllms_figures_from_benchs_record_equal_vllms_request_function_on_the_same_stream(monkeypatch):
+    """The fixture's stream (empty-text tokens, a two-token chunk): bench's record of it
+    gives vLLM's figures exactly as vLLM's request function reports them (the fixture's
+    `vllm`, checked against vLLM itself below where CI's vLLM is at hand), and bench's
+    own TTFT and E2EL start at the header write instead."""
+    from harness.serving.conventions import vllm_figures
+
+    expected = json.loads(FIXTURE.read_text())["vllm"]
+    record = replayed_record(monkeypatch)
+    assert record["error"] is None and sum(record["chunk_tokens"]) == record["output_tokens"] == 5
+    ours = vllm_figures([record])
+    assert ours["ttft_s"]["median"] == pytest.approx(expected["ttft"])
+    assert ours["e2el_s"]["median"] == pytest.approx(expected["latency"])
+    gaps = [b - a for a, b in zip(record["chunk_s"], record["chunk_s"][1:])]
+    assert gaps == pytest.approx(expected["itl"]) and ours["itl_s"]["n"] == len(expected["itl"])
+    assert record["output_tokens"] == expected["output_tokens"]
+    bench = serving_metrics({"requests": [record]}, {})
+    assert bench["ttft_s"]["median"] == pytest.approx(expected["ttft"] - 0.004)  # from the header write
+    assert bench["tpot_s"]["median"] == pytest.approx(ours["tpot_s"]["median"])  # the start cancels
+
+
+def test_the_fixtures_vllm_figures_are_vllms_own():
+    """vLLM's async_request_openai_completions, in CI's vLLM environment, on the fixture's
+    stream (a stand-in session replays it; the module's clock reads the recorded times)."""
+    import os
+    import subprocess
+
+    python = os.environ.get("BENCH_VLLM_PYTHON")
+    if not python:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide vLLM: .ci/run builds .venv-vllm and sets BENCH_VLLM_PYTHON")
+        pytest.skip("vLLM is not installed here (.ci/run builds .venv-vllm; set BENCH_VLLM_PYTHON to its python)")
+    done = subprocess.run(
+        [python, str(ROOT / "tests" / "vllm_replay.py"), str(FIXTURE)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = json.loads(FIXTURE.read_text())["vllm"]
+    assert theirs["success"] is True and theirs["output_tokens"] == expected["output_tokens"]
+    for key in ("ttft", "latency"):
+        assert theirs[key] == pytest.approx(expected[key])
+    assert theirs["itl"] == pytest.approx(expected["itl"])
+
+
+def test_a_live_load_keeps_both_clocks_and_states_differences_over_5_percent():
+    """Against the fake server, capped at 1 in flight with 3 requests: each request was
+    scheduled at the load's start, posted when its slot freed (the semaphore wait, 0
+    for the first), written after; vLLM's duration runs from the load's start."""
+    from harness.serving.conventions import differences, vllm_figures
+
+    with fake() as port:
+        requests = measured_requests(port, load={"request_rate": 1000, "max_concurrency": 1})
+    for r in requests:
+        assert r["load_start_s"] <= r["arrival_s"] <= r["posted_s"] <= r["sent_s"] < r["chunk_s"][0]
+    ours, theirs = serving_metrics({"requests": requests}, {}), vllm_figures(requests)
+    start = min(r["load_start_s"] for r in requests)
+    order = sorted(requests, key=lambda r: r["posted_s"])
+    for before, after in zip(order, order[1:]):  # one slot: each posted once the one before it ended
+        assert after["posted_s"] >= before["end_s"]
+        assert after["posted_s"] - after["arrival_s"] >= before["end_s"] - after["arrival_s"] > 0  # it waited
+    waits = [r["posted_s"] - r["arrival_s"] for r in order]
+    assert theirs["semaphore_wait_s"]["max"] == pytest.approx(max(waits))
+    assert theirs["ttft_s"]["median"] >= ours["ttft_s"]["median"]
+    assert theirs["duration_s"] == pytest.approx(max(r["end_s"] for r in requests) - start)
+    said = differences(
+        {"ttft_s": {"median": 0.100}, "duration_s": 10.0}, {"ttft_s": {"median": 0.106}, "duration_s": 10.4}
+    )
+    assert len(said) == 1 and said[0].startswith("TTFT median: bench 0.1, vLLM's convention 0.106 (+6.0%)")
+
+
+def record_with_connection_waits(wait_s: float) -> dict:
+    """A serve record whose every request waited `wait_s` for its connection between
+    being posted and written (vLLM's clock starts at the post, bench's at the write)."""
+    from test_serve_loads import serve_record, timed_requests
+
+    from harness.serving.figures import vllm_convention
+
+    requests = timed_requests(20, 0)
+    for r in requests:
+        r.update(posted_s=r["sent_s"] - wait_s, arrival_s=r["sent_s"] - wait_s, load_start_s=-wait_s)
+    record = serve_record({"requests": requests}, name="tiny")
+    record["metrics"].update(vllm_convention(record["raw"], record["metrics"]))
+    return record
+
+
+def test_show_and_the_report_state_a_convention_difference_over_5_percent_and_only_then():
+    from harness.result import as_records
+    from harness.tasks.serve.show import figure_rows
+    from reports.model import build
+
+    slow, quick = record_with_connection_waits(0.05), record_with_connection_waits(0.0001)
+    ttft = slow["metrics"]["ttft_s"]["median"]
+    assert slow["metrics"]["vllm_convention"]["ttft_s"]["median"] == pytest.approx(ttft + 0.05)
+    (said, *_) = slow["metrics"]["convention_differences"]
+    assert said.startswith(f"TTFT median: bench {ttft:.4g}, vLLM's convention {ttft + 0.05:.4g}")
+    assert quick["metrics"]["convention_differences"] == []
+    (typed,) = as_records([slow])
+    notes = [v for k, v in figure_rows(typed) if k == "note"]
+    assert f"vLLM's convention differs: {said}" in notes
+    report = build([slow])
+    (line,) = [w for w in report.warnings if "client conventions differ" in w]
+    assert said in line and "1 of 1 runs" in line
+    assert not [w for w in build([quick]).warnings if "client conventions differ" in w]
