@@ -107,10 +107,32 @@ def make_handler(
             elif self.path == "/stats":
                 with lock:
                     self._json(200, dict(stats))
+            elif self.path == "/metrics" and quirks.get("metrics"):
+                self._prometheus()
             elif self.path == "/version":
                 self._json(200, {"version": "fake-1.0"})
             else:
                 self._json(404, {"error": "not found"})
+
+        def _prometheus(self) -> None:
+            """vLLM's /metrics in miniature (quirks: metrics): the KV-cache gauge at a
+            tenth per request held, each completed request 0.25 s in the queue, one
+            preemption and 3 of 4 prefix tokens hit per completed request."""
+            with lock:
+                held, done = in_flight[0], stats.get("completed", 0)
+            text = (
+                f'vllm:kv_cache_usage_perc{{model_name="{MODEL}"}} {held / 10}\n'
+                f'vllm:request_queue_time_seconds_sum{{model_name="{MODEL}"}} {0.25 * done}\n'
+                f'vllm:request_queue_time_seconds_count{{model_name="{MODEL}"}} {done}\n'
+                f'vllm:num_preemptions_total{{model_name="{MODEL}"}} {done}\n'
+                f'vllm:prefix_cache_queries_total{{model_name="{MODEL}"}} {4 * done}\n'
+                f'vllm:prefix_cache_hits_total{{model_name="{MODEL}"}} {3 * done}\n'
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -180,6 +202,7 @@ def make_handler(
             finally:
                 with lock:
                     in_flight[0] -= 1
+                    stats["completed"] = stats.get("completed", 0) + 1
             usage = {"choices": [], "usage": usage_of(prompt, tokens)}
             self._chunk(f"data: {json.dumps(usage)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")

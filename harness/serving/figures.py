@@ -57,7 +57,12 @@ def server_side(raw: dict[str, Any]) -> dict[str, Any]:
     """What the run's facts say beside the client's figures: the server's own /metrics
     over the measured phase (harness.serving.server_metrics), and warnings where a compile or a warm cache leaked into
     what was measured."""
-    out: dict[str, Any] = {"server_metrics": raw.get("server_metrics")}
+    from harness.serving.server_side import server_figures
+
+    out: dict[str, Any] = {
+        "server_metrics": raw.get("server_metrics"),
+        "server_figures": server_figures(raw.get("server_metrics")),
+    }
     measured = [r for r in raw["requests"] if not r["warmup"] and r["error"] is None]
     warnings = []
     compiled = (raw.get("server") or {}).get("graphs_compiled_in_measured")

@@ -447,3 +447,59 @@ def test_show_and_the_report_state_a_convention_difference_over_5_percent_and_on
     (line,) = [w for w in report.warnings if "client conventions differ" in w]
     assert said in line and "1 of 1 runs" in line
     assert not [w for w in build([quick]).warnings if "client conventions differ" in w]
+
+
+# --------------------------------------------------------------------------- server beside client
+def test_the_servers_own_figures_come_from_its_metrics_sampled_through_the_load():
+    """A server with vLLM's /metrics (the fake's miniature: KV-cache usage a tenth per
+    request held, 0.25 s queued, one preemption and 3 of 4 prefix tokens hit per
+    request): four requests held 1.2 s together read a KV-cache peak of 0.4 (sampled
+    during the load: it is 0 before and after), and the counters' deltas give the rest."""
+    from harness.serving.figures import server_side
+
+    server = fake_server(0, hold=1.2, quirks={"metrics": True})
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        spec = serve_spec(port, num_requests=4, warmup_requests=0, output_tokens=3, load={"concurrency": 4})
+        bodies = [request_body("completions", "fake-model", {"text": f"p {i}"}, spec) for i in range(4)]
+        facts = asyncio.run(drive(url(port), bodies, spec, time.perf_counter()))
+    finally:
+        server.shutdown()
+        server.server_close()
+    sm = facts["server_metrics"]
+    assert sm["after"]['vllm:kv_cache_usage_perc{model_name="fake-model"}'] == 0.0  # idle once the load ended
+    figures = server_side(facts)["server_figures"]
+    assert figures == {
+        "queue_time_mean_s": pytest.approx(0.25),
+        "kv_cache_usage_peak": pytest.approx(0.4),
+        "prefix_cache_hit_rate": pytest.approx(0.75),
+        "preemptions": 4.0,
+    }
+
+
+def test_show_and_the_reports_serving_table_label_the_servers_figures(monkeypatch):
+    from harness.result import as_records
+    from harness.tasks.serve.show import figure_rows
+    from reports.model import SERVE_COLUMNS, build
+
+    record = record_with_connection_waits(0.0001)
+    record["metrics"]["server_figures"] = {
+        "queue_time_mean_s": 0.125,
+        "kv_cache_usage_peak": 0.5,
+        "prefix_cache_hit_rate": None,
+        "preemptions": 2.0,
+    }
+    (typed,) = as_records([record])
+    rows = dict(figure_rows(typed))
+    assert rows["server: mean queue time (s)"] == "0.125" and rows["server: KV-cache use peak"] == "50.0%"
+    assert rows["server: prefix-cache hit rate (tokens)"] == "n/a (the server did not report it)"
+    assert rows["server: preemptions"] == "2"
+    headers = [h for h, _, _ in SERVE_COLUMNS]
+    (row,) = build([record]).serving
+    cells = dict(zip(headers, row.cells))
+    assert cells["server queue mean (s)"] == "0.125" and cells["server KV-cache peak"] == "50%"
+    assert cells["server prefix-cache hits"] == "n/a [v]" and cells["server preemptions"] == "2"
+    record["metrics"]["server_figures"] = None
+    (typed,) = as_records([record])
+    assert dict(figure_rows(typed))["server figures"] == "n/a (the server offers no vLLM /metrics)"
