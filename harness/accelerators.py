@@ -105,6 +105,8 @@ GPU_MEMORY_BYTES: dict[str, int] = {
 GPU_HBM_BYTES_PER_S: dict[str, float] = {
     "h100-sxm": 3.35e12,  # NVIDIA H100 datasheet: 3.35 TB/s (SXM5, 80 GB HBM3)
     "h200": 4.8e12,  # NVIDIA H200 datasheet: 4.8 TB/s (141 GB HBM3e)
+    # Added for the serving projection's calibration (a published vLLM result on an A100 40GB):
+    "a100-40gb": 1.555e12,  # NVIDIA A100 datasheet: 1,555 GB/s (40GB HBM2)
 }
 
 
