@@ -187,6 +187,8 @@ class Report:
     fine_tunes: list[Any] = field(default_factory=list)
     fine_tune_lines: list[str] = field(default_factory=list)
     tpu_vs_gpu: Any = None  # reports/tpu_vs_gpu.py: TPU projected vs GPU measured
+    # reports/serving_pairs.py: serving, TPU vs GPU, each side measured or projected
+    serving_pairs: list[str] = field(default_factory=list)
 
 
 CONVENTIONS = [
@@ -378,6 +380,7 @@ def build(
     compares: tuple[str, ...] = (),
     warnings=(),
     projections=(),
+    serve_projections=(),
 ) -> Report:
     """The report of these records: RunRecords, or stored records' JSON (validated and
     migrated here, once: everything past this point reads typed records). `projections`
@@ -410,6 +413,9 @@ def build(
     report.workloads = _workloads([r for r in records if r.ok])
     _add_projections(report, ok, list(projections))
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
+    from reports.serving_pairs import sentences
+
+    report.serving_pairs = sentences([r for row in serving for r in row.records], list(serve_projections))
     report.tables = _task_tables([r for r in records if r.ok and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])

@@ -101,4 +101,6 @@ def _serve_projection(args) -> int:
         price = price_for(device.key, scenario.cost, catalog)
         result = projection.project(model, device, loads, price.usd_per_chip_hour if price else None)
         show_serve_projection(scenario.name, target, result, note, price, console)
+        path = projection.store(projection.to_record(scenario.name, target, result, note), args.results_dir)
+        console.print(f"  stored: {path} (bench report {args.results_dir} puts it beside the measurements)")
     return 0

@@ -311,3 +311,66 @@ def mean_prompt_tokens(scenario) -> int:
     prompts = build_prompts(scenario, prompt_count(scenario.serve))
     sizes = [len(p.get("token_ids") or handle.encode(p["text"])) + 1 for p in prompts]
     return round(sum(sizes) / len(sizes))
+
+
+# --------------------------------------------------------------------------- the stored projection
+SCHEMA = "bench.serve_projection"
+SUFFIX = ".serve-projection.json"
+
+
+def to_record(scenario: str, target: str, result: dict[str, Any], note: str) -> dict[str, Any]:
+    """A serving projection as the report reads it back (reports/serving_pairs.py)."""
+    device, cal = result["device"], result["calibration"]
+    return {
+        "schema": SCHEMA,
+        "scenario": scenario,
+        "target": target,
+        "catalog_key": device.key,
+        "chips": device.chips,
+        "engine": "vllm-tpu" if device.key.startswith("tpu-") else "vllm",
+        "tensor_parallel": result["tensor"],
+        "replicas": result["replicas"],
+        "note": note,
+        "calibration": {"low": cal.low, "high": cal.high, "results": len(cal.rows)},
+        "points": [
+            {
+                "concurrency": p["load"].concurrency,
+                "prompt_tokens": p["load"].prompt_tokens,
+                "output_tokens": p["load"].output_tokens,
+                "ttft_s_at_least": p["bound"].ttft_s,
+                "tpot_s": list(p["tpot_s"]),
+                "output_tok_s": list(p["output_tok_s"]),
+                "usd_per_1m_output_tokens": list(p["usd_per_1m_output_tokens"] or ()) or None,
+            }
+            for p in result["points"]
+        ],
+    }
+
+
+def store(record: dict[str, Any], directory) -> str:
+    import json
+    import re
+    from pathlib import Path
+
+    name = re.sub(r"[^A-Za-z0-9_.=-]+", "-", f"{record['scenario']}__serve__{record['target']}") + SUFFIX
+    path = Path(directory) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return str(path)
+
+
+def load_stored(paths) -> list[dict[str, Any]]:
+    """Every stored serving projection under the given directories and files; a file of
+    the suffix that is not one is refused, naming it."""
+    import json
+    from pathlib import Path
+
+    found = []
+    for p in map(Path, paths):
+        files = sorted(p.rglob(f"*{SUFFIX}")) if p.is_dir() else ([p] if p.name.endswith(SUFFIX) else [])
+        for f in files:
+            doc = json.loads(f.read_text())
+            if doc.get("schema") != SCHEMA:
+                raise ValueError(f"{f}: not a bench serving projection")
+            found.append(doc)
+    return found

@@ -95,3 +95,44 @@ def test_bench_plan_projects_w3s_serving_on_v6e_8_and_two_h100s_as_ranges():
     assert fast == pytest.approx(tpot * 1e3, rel=2e-3) and slow == pytest.approx(
         tpot * 1e3 / calibration().low, rel=2e-3
     )
+
+
+@pytest.mark.slow
+def test_the_report_says_w3s_serving_sentence_each_side_measured_or_projected(tmp_path):
+    """A measured serve run on 2x H100 and the stored v6e-8 projection of the same
+    scenario: one sentence, the TPU side projected (TTFT at least its bound, ranges), the
+    GPU side measured (its medians), output tok/s within the worst case over the range;
+    and a projection of the GPU configuration beside its measurement (measured / bound)."""
+    import json
+
+    from test_serve_loads import serve_record, timed_requests
+
+    from harness.serving.projection import load_stored
+
+    results = tmp_path / "r"
+    done = bench(
+        "plan", "scenarios/w3_gemma_lora_tunix.yaml", "--task", "serve", "--project-for", "v6e-8",
+        "--project-for", "h100-sxm:2", "--results-dir", str(results),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    tpu, gpu = sorted(load_stored([results]), key=lambda p: p["target"], reverse=True)
+    assert (tpu["target"], gpu["target"]) == ("v6e-8", "h100-sxm:2")
+    record = serve_record({"requests": timed_requests(20, 0)}, name="w3-gemma-lora-tunix", kind="cuda",
+                          device="NVIDIA H100 80GB HBM3", catalog_key="h100-sxm", chips=2)  # fmt: skip
+    (results / "gpu.json").write_text(json.dumps(record))
+    done = bench("report", str(results), "-o", str(tmp_path / "report.md"), "--format", "md")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "report.md").read_text().replace("\\", "")
+    m = record["metrics"]
+    point = tpu["points"][0]
+    low, high = point["output_tok_s"]
+    tok = m["output_throughput_tok_s"]
+    worst = max(high / tok, tok / low) - 1
+    expected = (
+        f"w3-gemma-lora-tunix: tpu-v6e:8 (vLLM-TPU, projected) vs 2x h100-sxm (vLLM, measured): TTFT at least "
+        f"{point['ttft_s_at_least'] * 1e3:.3g} ms vs {m['ttft_s']['median'] * 1e3:.3g} ms, output tok/s "
+        f"{low:.3g}-{high:.3g} vs {tok:.3g} (within {worst:.0%} at worst)"
+    )
+    assert expected in page, page[-3000:]
+    bound = gpu["points"][0]["output_tok_s"][1]
+    assert f"w3-gemma-lora-tunix on h100-sxm:2: measured output {tok:.4g} tok/s is {tok / bound:.2f} of the" in page
