@@ -151,10 +151,12 @@ def platform_probe() -> str:
 
 def choose(spec, environ=None, model=None, platform: str | None = None) -> Choice:
     """The engine for a serve section. `auto`: BENCH_VLLM_PYTHON (a Python with vLLM),
-    then `vllm` on PATH, where vLLM can serve `model` on this platform (vllm_limit);
-    else the local engine, with the reason. A BENCH_VLLM_PYTHON that does not exist is
-    refused, never passed over. `model`: a ServingModel, or a callable making one (only
-    called where vLLM is found)."""
+    then `vllm` on PATH, where vLLM itself says it serves `model` (vllm_refusal: it
+    imports, its registry lists the architecture, its platform the dtype) and can here
+    (vllm_limit), billed for the chips that serve it (vllm_parallel); else the local
+    engine, with the reason. A BENCH_VLLM_PYTHON that does not exist is refused, never
+    passed over. `model`: a ServingModel, or a callable making one (only called where
+    vLLM is found)."""
     if spec.engine != "auto":
         return Choice(spec.engine, f"engine: {spec.engine} (the scenario names it)")
     environ = os.environ if environ is None else environ
@@ -173,11 +175,12 @@ def choose(spec, environ=None, model=None, platform: str | None = None) -> Choic
     model = model() if callable(model) else model
     context = vllm_context(model, platform)
     limit = vllm_refusal(python or found, model, served_dtype(spec, platform)) or vllm_limit(model, platform, context)
-    devices = billed_devices(platform, environ)
-    layout = vllm_parallel(model, devices, spec.auto_replicas, spec.precision or "bf16") if devices else NO_PARALLEL
-    limit = limit or (layout if isinstance(layout, str) else None)
     if limit:
         return Choice("local", f"engine auto: {where}, but {limit}: the local engine serves instead")
+    devices = billed_devices(platform, environ)  # vLLM can serve it: the chips it is billed for
+    layout = vllm_parallel(model, devices, spec.auto_replicas, spec.precision or "bf16") if devices else NO_PARALLEL
+    if isinstance(layout, str):
+        return Choice("local", f"engine auto: {where}, but {layout}: the local engine serves instead")
     accelerator = dict(devices, count=layout.chips) if devices else None
     settings = f"{platform}, --max-model-len {context or 'the model' + chr(39) + 's own'}"
     return Choice(
