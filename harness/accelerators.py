@@ -92,9 +92,21 @@ NVLINK_BYTES_PER_S: dict[str, float] = {
     "h100-sxm": 900e9,  # NVIDIA H100 datasheet: NVLink 900 GB/s (SXM5)
     "h200": 900e9,  # NVIDIA H200 datasheet: NVLink 900 GB/s
 }
+# GPU memory per card (bytes, decimal GB as the datasheets state it): how many cards
+# auto's vLLM shards a model's weights over (harness.serving.engines).
+GPU_MEMORY_BYTES: dict[str, int] = {
+    "h100-sxm": 80 * 10**9,  # NVIDIA H100 datasheet: 80 GB HBM3 (SXM5)
+    "h100-pcie": 80 * 10**9,  # NVIDIA H100 datasheet: 80 GB HBM2e (PCIe)
+    "h200": 141 * 10**9,  # NVIDIA H200 datasheet: 141 GB HBM3e
+    "a100-40gb": 40 * 10**9,  # NVIDIA A100 datasheet: 40 GB HBM2
+    "a100-80gb": 80 * 10**9,  # NVIDIA A100 datasheet: 80 GB HBM2e
+    "l4": 24 * 10**9,  # NVIDIA L4 datasheet: 24 GB GDDR6
+}
 GPU_HBM_BYTES_PER_S: dict[str, float] = {
     "h100-sxm": 3.35e12,  # NVIDIA H100 datasheet: 3.35 TB/s (SXM5, 80 GB HBM3)
     "h200": 4.8e12,  # NVIDIA H200 datasheet: 4.8 TB/s (141 GB HBM3e)
+    # Added for the serving projection's calibration (a published vLLM result on an A100 40GB):
+    "a100-40gb": 1.555e12,  # NVIDIA A100 datasheet: 1,555 GB/s (40GB HBM2)
 }
 
 

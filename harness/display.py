@@ -303,3 +303,33 @@ def projected_fine_tune_lines(ft) -> list[str]:
 def show_projection(record, console: Console) -> None:
     for line in projection_lines(record):
         console.print(Text(line))
+
+
+def show_serve_projection(scenario: str, target: str, result: dict, note: str, price, console: Console) -> None:
+    """A serving projection (harness.serving.projection) as lines, every figure a range."""
+    for line in serve_projection_lines(scenario, target, result, note, price):
+        console.print(Text(line))
+
+
+def serve_projection_lines(scenario: str, target: str, result: dict, note: str, price) -> list[str]:
+    cal = result["calibration"]
+    lines = [
+        f"{scenario} served on {target} (projected, vLLM): tensor-parallel {result['tensor']} x "
+        f"{result['replicas']} replicas; a roofline bound (best case), the range's other end from "
+        f"{len(cal.rows)} published vLLM results (measured / bound {cal.low:.2f} to {cal.high:.2f}, GPUs; "
+        "no published vLLM-TPU result is calibrated yet)"
+    ]
+    lines += [f"  note: {note}"] if note else []
+    for point in result["points"]:
+        load, b = point["load"], point["bound"]
+        tpot, tok_s, usd = point["tpot_s"], point["output_tok_s"], point["usd_per_1m_output_tokens"]
+        money = f"${usd[0]:.3g} to ${usd[1]:.3g}" if usd else "n/a (no price for this device)"
+        lines.append(
+            f"  concurrency {load.concurrency} ({load.prompt_tokens} prompt + {load.output_tokens} output tokens, "
+            f"batch {b.batch} a replica): TTFT at least {b.ttft_s * 1e3:.3g} ms ({b.ttft_limit}-bound; uncalibrated), "
+            f"TPOT {tpot[0] * 1e3:.3g} to {tpot[1] * 1e3:.3g} ms ({b.tpot_limit}-bound), "
+            f"output {tok_s[0]:.4g} to {tok_s[1]:.4g} tok/s, $ per 1M output tokens {money}"
+        )
+    if price is not None:
+        lines.append(f"  price: ${price.usd_per_chip_hour}/chip-h ({price.pricing}; {price.source}, {price.date})")
+    return lines

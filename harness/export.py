@@ -133,8 +133,13 @@ REQUEST_COLUMNS = (
     "due_s",
     "sent_s",
     "queue_s",
+    # vLLM's client's clock (harness.serving.conventions): posted before the connection,
+    # scheduled before the concurrency cap; and each token chunk's token ids, where sent
+    "posted_s",
+    "arrival_s",
     "first_token_s",
     "chunk_s",
+    "chunk_tokens",
     "end_s",
     "ttft_s",
     "tpot_s",

@@ -330,9 +330,9 @@ def _latency_summary(values: list[float]) -> dict[str, float | int] | None:
 
 
 def request_latencies(request: dict[str, Any]) -> dict[str, float | None]:
-    """vLLM's per-request meanings (benchmarks/serve.py): TTFT to the first content
-    chunk, E2EL to the last content chunk (the usage-only chunk and the stream's end do
-    not count), TPOT = (E2EL - TTFT) / (output tokens - 1), none for one output token."""
+    """vLLM's per-request meanings (benchmarks/serve.py): TTFT to the first token chunk
+    (a chunk with choices, its text empty or not), E2EL to the last token chunk (the
+    usage-only chunk and the stream's end do not count), TPOT = (E2EL - TTFT) / (output tokens - 1), none for one output token."""
     sent, chunks = request["sent_s"], request["chunk_s"]
     ttft = chunks[0] - sent if chunks else None
     e2el = chunks[-1] - sent if chunks else None

@@ -90,6 +90,8 @@ class LoadResult:
 
 
 PROJECTION_SUFFIX = ".projection.json"  # harness.projection.SUFFIX
+# Serving projections (harness.serving.projection.SUFFIX), also beside the records.
+PROJECTION_SUFFIXES = (PROJECTION_SUFFIX, ".serve-projection.json")
 
 
 def record_files(paths: Iterable[str | Path]) -> list[Path | str]:
@@ -99,12 +101,14 @@ def record_files(paths: Iterable[str | Path]) -> list[Path | str]:
     found: list[Path | str] = []
     for p in paths:
         if is_url(p):
-            found.extend(f for f in locations.files_under(str(p), ".json") if not f.endswith(PROJECTION_SUFFIX))
+            found.extend(f for f in locations.files_under(str(p), ".json") if not f.endswith(PROJECTION_SUFFIXES))
             continue
         p = Path(p)
         candidates = sorted(c for c in p.rglob("*.json") if not _hidden(c.relative_to(p))) if p.is_dir() else [p]
         # Projections (harness/projection.py) live beside the records and are never read as one.
-        found.extend(c for c in candidates if not c.name.startswith(".tmp-") and not c.name.endswith(PROJECTION_SUFFIX))
+        found.extend(
+            c for c in candidates if not c.name.startswith(".tmp-") and not c.name.endswith(PROJECTION_SUFFIXES)
+        )
     return found
 
 

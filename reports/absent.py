@@ -21,6 +21,7 @@ CAUSES: dict[str, str] = {
     "r": "no request completed",
     "t": "no time per output token: every request produced one token",
     "g": "no SLO set (serve.slo): goodput counts the requests within one",
+    "v": "the server reported no such figure (no vLLM /metrics, or not this one)",
     "x": "not recorded in this record",
 }
 
@@ -59,6 +60,8 @@ def cause(record, figure: str) -> str:
         return "r" if not _get(m, "num_completed") else "x"
     if figure.startswith("metrics.tpot_s"):
         return "r" if not _get(m, "num_completed") else "t"
+    if figure.startswith("metrics.server_figures."):
+        return "v"
     slo = _get(m, "slo") or {}
     if figure == "metrics.goodput_req_s" and not any(v is not None for k, v in slo.items() if k.endswith("_s")):
         return "g"

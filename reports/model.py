@@ -187,6 +187,8 @@ class Report:
     fine_tunes: list[Any] = field(default_factory=list)
     fine_tune_lines: list[str] = field(default_factory=list)
     tpu_vs_gpu: Any = None  # reports/tpu_vs_gpu.py: TPU projected vs GPU measured
+    # reports/serving_pairs.py: serving, TPU vs GPU, each side measured or projected
+    serving_pairs: list[str] = field(default_factory=list)
 
 
 CONVENTIONS = [
@@ -378,6 +380,7 @@ def build(
     compares: tuple[str, ...] = (),
     warnings=(),
     projections=(),
+    serve_projections=(),
 ) -> Report:
     """The report of these records: RunRecords, or stored records' JSON (validated and
     migrated here, once: everything past this point reads typed records). `projections`
@@ -396,7 +399,7 @@ def build(
             for n in names
             if n not in chosen
         ]
-    warnings += _record_warnings(ok)
+    warnings += _record_warnings(ok) + convention_notes(serving)
     failed = [r for r in records if not r.ok]
     report = Report(
         [],
@@ -410,6 +413,9 @@ def build(
     report.workloads = _workloads([r for r in records if r.ok])
     _add_projections(report, ok, list(projections))
     report.slo_rates = serve_report.slo_rates([r for row in serving for r in row.records])
+    from reports.serving_pairs import sentences
+
+    report.serving_pairs = sentences([r for row in serving for r in row.records], list(serve_projections))
     report.tables = _task_tables([r for r in records if r.ok and layout_of(r) == "table"])
     for name, rows in rows_by_scenario.items():
         base = chosen.get(name, rows[0])
@@ -428,6 +434,22 @@ def _add_projections(report: Report, train: list[RunRecord], projections: list) 
     from reports.tpu_vs_gpu import add_to_report
 
     add_to_report(report, projections, train)
+
+
+def convention_notes(serving: list[TableRow]) -> list[str]:
+    """Where a serving row's figures differ from what vLLM's own client would report on
+    the same requests by more than 5% (harness.serving.conventions), the difference,
+    stated once per row (its first run's; `bench show` lists each run's)."""
+    out = []
+    for row in serving:
+        differing = [r for r in row.records if r.metrics.convention_differences]
+        if differing:
+            first = differing[0].metrics.convention_differences
+            out.append(
+                f"serving {row.label}: bench's and vLLM's client conventions differ by more than 5% in "
+                f"{len(differing)} of {len(row.records)} runs, e.g. {'; '.join(first)}"
+            )
+    return out
 
 
 def _record_warnings(records: list[RunRecord]) -> list[str]:

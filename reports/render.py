@@ -286,6 +286,9 @@ def _projected_markdown(report: Report) -> list[str]:
         from reports.tpu_vs_gpu import markdown_lines
 
         out += markdown_lines(report.tpu_vs_gpu, md_cell)
+    if report.serving_pairs:
+        out += ["## Serving, TPU vs GPU (each side measured or projected)", ""]
+        out += [f"- {md_cell(line)}" for line in report.serving_pairs] + [""]
     return out
 
 

@@ -58,7 +58,8 @@ def auto_vllm(scenario, choice: dict[str, Any]):
     checked the load against. On a CPU, eager and vLLM's CPU settings (a 1 GiB KV
     cache); on a GPU or TPU (vLLM-TPU), vLLM's defaults (compiled). Prefix caching on,
     with cached tokens reported in usage, and the cache reset endpoint offered
-    (VLLM_SERVER_DEV_MODE) for serve.reset_prefix_cache."""
+    (VLLM_SERVER_DEV_MODE) for serve.reset_prefix_cache. The tensor- and data-parallel
+    sizes the choice derived from the chips it bills (engines.vllm_parallel)."""
     from harness.serving import vllm
     from harness.tasks.serve.spec import LaunchSpec
 
@@ -72,6 +73,7 @@ def auto_vllm(scenario, choice: dict[str, Any]):
         eager=on_cpu,
         launcher=[choice["vllm_executable"], "serve"] if choice["vllm_executable"] else None,
     )
+    command += vllm.parallel_flags(choice.get("tensor_parallel", 1), choice.get("data_parallel", 1))
     env = {**(vllm.CPU_ENV if on_cpu else {}), "VLLM_SERVER_DEV_MODE": "1"}
     launch = LaunchSpec(command=tuple(command), model="{model_dir}", env=env)
     update = {"engine": "launch", "launch": launch, "local": None, "precision": None}

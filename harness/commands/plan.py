@@ -24,10 +24,23 @@ def add_parser(sub) -> None:
     plan.add_argument(
         "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
     )
+    plan.add_argument(
+        "--task", choices=("serve",), help="with --project-for: project this task (serve: a serving roofline)"
+    )
+    plan.add_argument(
+        "--project-for",
+        action="append",
+        default=[],
+        metavar="ACCELERATOR",
+        help="with --task serve: bound TTFT, TPOT, output tok/s and $/1M output tokens on a TPU slice or GPUs "
+        "(v6e-8, h100-sxm:2; repeatable), calibrated against published vLLM results, shown as a range",
+    )
     plan.set_defaults(dry_run=True)
 
 
 def run(args) -> int:
+    if args.project_for or args.task:
+        return _serve_projection(args)
     if not args.compile_for:
         return run_command.run(args)
     from harness.display import show_projection
@@ -60,3 +73,34 @@ def _request(args):
         timeout_s=args.timeout,
         command=sys.argv,
     )
+
+
+def _serve_projection(args) -> int:
+    """`bench plan SCENARIO --task serve --project-for X`: the serving projection, each
+    figure a range (harness.serving.projection), printed; nothing runs."""
+    from rich.console import Console
+
+    from harness.cost import load_catalog, price_for
+    from harness.display import show_serve_projection
+    from harness.errors import BenchError
+    from harness.loader import apply_overrides, parse_override, read_document, validate
+    from harness.serving import projection
+
+    if args.task != "serve" or not args.project_for:
+        raise BenchError(
+            "--project-for and --task serve go together: bench plan SCENARIO --task serve --project-for v6e-8"
+        )
+    # The scenario as written (no profile: a projection is of the target, not this host).
+    overrides = dict(parse_override(text) for text in args.set)
+    scenario = validate(apply_overrides(read_document(args.scenario), overrides, args.scenario), args.scenario)
+    loads, note = projection.scenario_loads(scenario)
+    model, catalog = projection.ServedModel(scenario.model.architecture()), load_catalog(args.prices)
+    console = Console()
+    for target in args.project_for:
+        device = projection.Device.named(target)
+        price = price_for(device.key, scenario.cost, catalog)
+        result = projection.project(model, device, loads, price.usd_per_chip_hour if price else None)
+        show_serve_projection(scenario.name, target, result, note, price, console)
+        path = projection.store(projection.to_record(scenario.name, target, result, note), args.results_dir)
+        console.print(f"  stored: {path} (bench report {args.results_dir} puts it beside the measurements)")
+    return 0

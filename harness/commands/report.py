@@ -65,12 +65,21 @@ def run(args) -> int:
     path, fmt = output_format(args.output, args.format)  # a bad -o is refused before reading anything
     _check_output_folder(path)
     projections = _projections_or_fail(args.results, load_projections)
-    records, unreadable = _records_and_unreadable(args.results, console, required=not projections)
+    serve_projections = _projections_or_fail(args.results, _serve_projections)
+    alone = projections or serve_projections  # a report of projections alone is one
+    records, unreadable = _records_and_unreadable(args.results, console, required=not alone)
     records, projections = _filtered(args, records, projections)
-    if not records and not projections:
+    if not records and not projections and not serve_projections:
         raise SpecError(", ".join(args.results), "", "no records left after the filters")
     # a selector naming 0 or 2+ rows: exit 2
-    report = build(records, args.baseline, tuple(args.compare), warnings=unreadable, projections=projections)
+    report = build(
+        records,
+        args.baseline,
+        tuple(args.compare),
+        warnings=unreadable,
+        projections=projections,
+        serve_projections=serve_projections,
+    )
     for warning in report.warnings:
         console.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     try:
@@ -139,3 +148,11 @@ def _records_and_unreadable(paths, console, required: bool) -> tuple[list[RunRec
 
 def _record_field(record: RunRecord, field: str) -> str:
     return {"scenario": record.scenario.name, "backend": record.backend.name}[field]
+
+
+def _serve_projections(paths) -> list:
+    """Stored serving projections (harness.serving.projection) under local results paths."""
+    from harness.locations import is_url
+    from harness.serving.projection import load_stored
+
+    return load_stored([p for p in paths if not is_url(p)])

@@ -1,8 +1,16 @@
 """The streaming load client for OpenAI-compatible servers (vLLM, vLLM-TPU, transformers
 serve, ...). It records raw timestamps only: when each request was sent, when every
-streamed chunk with content arrived, when the last byte arrived, and the token counts
-the server reports in `usage` (chunks are not tokens). `harness.metrics` turns them into
+streamed token chunk arrived, when the last byte arrived, and the token counts the
+server reports in `usage` (chunks are not tokens). `harness.metrics` turns them into
 TTFT, TPOT, ITL and throughput with vLLM's meanings.
+
+A token chunk is vLLM's client's (vllm/benchmarks/lib/endpoint_request_func.py): any
+streamed event with non-empty `choices`, whatever its text. A model's tokens may decode
+to no text at all (special tokens, a random-weight model's): text is not the evidence
+that a token came. Where the server sends each chunk's token ids (vLLM's
+`return_token_ids`, asked for by serve.token_ids) their count is kept and checked
+against `usage`. A request fails only on a transport or HTTP error, an error event in
+the stream, a stream without a token chunk, or fewer token ids than `usage` reports.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ class RequestRecord:
     index: int
     warmup: bool
     sent_s: float  # since the benchmark's clock origin: when the request was written
-    chunk_s: list[float] = field(default_factory=list)  # arrival of each chunk with content
+    chunk_s: list[float] = field(default_factory=list)  # arrival of each token chunk (non-empty choices)
+    # Token ids each token chunk carried, where the server sent them (serve.token_ids);
+    # None where it sent none (then chunks are counted, never tokens).
+    chunk_tokens: list[int] | None = None
     end_s: float | None = None  # last byte
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
@@ -34,6 +45,15 @@ class RequestRecord:
     # written: sent_s - due_s. None where no HTTP client sent it (the local engine).
     due_s: float | None = None
     queue_s: float | None = None
+    # vLLM's own client's clock (vllm/benchmarks/lib/endpoint_request_func.py and
+    # serve.py), kept so both conventions can be computed from the record: when the
+    # request was handed to the HTTP client, before any connection (vLLM starts TTFT and
+    # E2EL there), when the load scheduled it, before its concurrency cap (the wait
+    # between is vLLM's semaphore wait), and when its load's measured phase started
+    # (vLLM's duration runs from there). None where no HTTP client sent it.
+    posted_s: float | None = None
+    arrival_s: float | None = None
+    load_start_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,16 +74,51 @@ def request_body(api: str, model: str, prompt: dict[str, Any], spec) -> dict[str
         body["prompt"] = prompt["text"]
     if spec.force_output_length:  # vLLM's names; other servers take theirs via extra_body
         body.update(ignore_eos=True, min_tokens=length)
+    if spec.token_ids:  # vLLM's: each chunk's token ids, checked against usage
+        body["return_token_ids"] = True
     body.update(spec.extra_body)
     return body
 
 
-def _content(event: dict[str, Any]) -> str:
-    choices = event.get("choices") or []
-    if not choices:
-        return ""
-    choice = choices[0]
-    return choice.get("text") or (choice.get("delta") or {}).get("content") or ""
+def token_ids_in(choice: dict[str, Any]) -> int | None:
+    """How many token ids a streamed choice carries: vLLM's `token_ids`
+    (return_token_ids), else its logprobs' tokens (completions: logprobs.tokens; chat:
+    logprobs.content, one entry a token; with vLLM's return_tokens_as_token_ids each is
+    "token_id:N"); None where it carries neither."""
+    ids = choice.get("token_ids")
+    if isinstance(ids, list):
+        return len(ids)
+    logprobs = choice.get("logprobs") or {}
+    for key in ("tokens", "content"):
+        if isinstance(logprobs.get(key), list):
+            return len(logprobs[key])
+    return None
+
+
+def stream_error(event: dict[str, Any]) -> str | None:
+    """An error the server reported inside a 200 stream (vLLM: `data: {"error": {...}}`)."""
+    error = event.get("error")
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, dict) else error
+    return f"server error in the stream: {message}"[:300]
+
+
+def stream_verdict(record: RequestRecord) -> str | None:
+    """Why a stream that ended without a transport or HTTP error still failed, or None:
+    no token chunk at all (no TTFT: vLLM's client fails it too), no usage (the output
+    tokens unknown), or fewer token ids than usage reports (tokens went missing)."""
+    if not record.chunk_s:
+        told = f" (usage reports {record.output_tokens} output tokens)" if record.output_tokens else ""
+        return f"no token in the stream: no chunk with choices{told}"
+    if record.output_tokens is None:
+        return "no usage in the stream: output tokens unknown (the server must support include_usage)"
+    if record.chunk_tokens is not None and sum(record.chunk_tokens) < record.output_tokens:
+        return (
+            f"fewer tokens in the stream than usage reports: {sum(record.chunk_tokens)} token ids, "
+            f"usage {record.output_tokens}"
+        )
+    return None
 
 
 async def send(
@@ -74,6 +129,7 @@ async def send(
     (httpcore's trace), so time spent waiting for a connection or the event loop is
     the request's client queue time (`queue_s`), never part of its TTFT."""
     record.sent_s = time.perf_counter() - origin
+    record.posted_s = record.sent_s
     record.due_s = record.sent_s if due is None else min(due, record.sent_s)
 
     async def written(name: str, info: dict[str, Any]) -> None:
@@ -92,11 +148,8 @@ async def send(
             async for line in response.aiter_lines():
                 _on_line(line, record, origin)
         record.end_s = time.perf_counter() - origin
-        if not record.chunk_s and record.error is None:
-            # vLLM's client: a stream without a content chunk has no TTFT, a failure
-            record.error = "no content in the stream: the server sent no token"
-        elif record.output_tokens is None and record.error is None:
-            record.error = "no usage in the stream: output tokens unknown (the server must support include_usage)"
+        if record.error is None:
+            record.error = stream_verdict(record)
     except Exception as exc:  # noqa: BLE001 - a dropped connection is a measured outcome
         record.end_s = time.perf_counter() - origin  # a failure ends the request too (duration counts it)
         record.queue_s = record.sent_s - record.due_s
@@ -110,8 +163,17 @@ def _on_line(line: str, record: RequestRecord, origin: float) -> None:
     if payload == "[DONE]":
         return
     event = json.loads(payload)
-    if _content(event):
+    choices = event.get("choices")
+    if choices:  # a token event, its text empty or not (vLLM's client)
         record.chunk_s.append(time.perf_counter() - origin)
+        count = token_ids_in(choices[0])
+        if count is not None:
+            record.chunk_tokens = (record.chunk_tokens or [0] * (len(record.chunk_s) - 1)) + [count]
+        elif record.chunk_tokens is not None:
+            record.chunk_tokens.append(0)
+    error = stream_error(event)
+    if error and record.error is None:
+        record.error = error
     usage = event.get("usage")
     if usage:
         record.prompt_tokens = usage.get("prompt_tokens")
@@ -184,6 +246,7 @@ async def measure(
 
     async def one(record: RequestRecord, delay: float) -> None:
         arrival = start + delay
+        record.arrival_s, record.load_start_s = arrival - origin, start - origin
         await asyncio.sleep(max(0.0, arrival - time.perf_counter()))  # from one start: no drift
         body = bodies[record.index % len(bodies)]
         if gate is None:

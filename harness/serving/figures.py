@@ -20,6 +20,7 @@ def serve_figures(
         search, requests = metric_fns.slo_search_summary(raw, slo)
         raw = {**raw, "requests": requests}
     metrics = metric_fns.serving_metrics(raw, slo, percentiles)
+    metrics.update(vllm_convention(raw, metrics))
     metrics.update(server_side(raw))
     throughput = metrics["output_throughput_tok_s"]
     metrics["output_tok_s_per_chip"] = throughput / chips if throughput is not None else None
@@ -29,6 +30,15 @@ def serve_figures(
     if search is not None and cost is not None:
         _cost_at_slo(cost, search)
     return metrics, cost
+
+
+def vllm_convention(raw: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's own client's figures from the same timestamps, and the sentences where they
+    differ from bench's by more than 5% (harness.serving.conventions)."""
+    from harness.serving import conventions
+
+    vllm = conventions.vllm_figures([r for r in raw["requests"] if not r["warmup"]])
+    return {"vllm_convention": vllm, "convention_differences": conventions.differences(metrics, vllm)}
 
 
 def _cost_at_slo(cost: dict[str, Any], search: dict[str, Any]) -> None:
@@ -47,7 +57,12 @@ def server_side(raw: dict[str, Any]) -> dict[str, Any]:
     """What the run's facts say beside the client's figures: the server's own /metrics
     over the measured phase (harness.serving.server_metrics), and warnings where a compile or a warm cache leaked into
     what was measured."""
-    out: dict[str, Any] = {"server_metrics": raw.get("server_metrics")}
+    from harness.serving.server_side import server_figures
+
+    out: dict[str, Any] = {
+        "server_metrics": raw.get("server_metrics"),
+        "server_figures": server_figures(raw.get("server_metrics")),
+    }
     measured = [r for r in raw["requests"] if not r["warmup"] and r["error"] is None]
     warnings = []
     compiled = (raw.get("server") or {}).get("graphs_compiled_in_measured")

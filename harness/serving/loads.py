@@ -11,6 +11,7 @@ flight is cut short at that moment, see client.measure).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -64,14 +65,28 @@ async def _before_point(client, url: str, spec) -> dict[str, Any]:
     server's /metrics read."""
     root = server_side.root_of(url)
     reset = await server_side.reset_prefix_cache(client, root) if spec.reset_prefix_cache else None
-    return {"prefix_cache_reset": reset, "before": await server_side.read_metrics(client, root)}
+    before = await server_side.read_metrics(client, root)
+    sampling = None
+    if before is not None:  # a server with vLLM's /metrics: its KV-cache gauge sampled through the load
+        stop, readings = asyncio.Event(), []
+        task = asyncio.create_task(server_side.sample_kv_usage(client, root, stop, readings))
+        sampling = (stop, readings, task)
+    return {"prefix_cache_reset": reset, "before": before, "sampling": sampling}
 
 
 async def _after_point(client, url: str, before: dict[str, Any]) -> dict[str, Any]:
+    peak = None
+    if before["sampling"] is not None:
+        stop, readings, task = before["sampling"]
+        stop.set()
+        await task
+        peak = max(readings, default=None)
     after = await server_side.read_metrics(client, server_side.root_of(url))
+    if after is not None and server_side.kv_usage(after) is not None:
+        peak = max(peak or 0.0, server_side.kv_usage(after))
     return {
         "prefix_cache_reset": before["prefix_cache_reset"],
-        "server_metrics": server_side.around(before["before"], after),
+        "server_metrics": server_side.around(before["before"], after, peak),
     }
 
 

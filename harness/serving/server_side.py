@@ -58,12 +58,71 @@ async def read_metrics(client, root: str) -> dict[str, float] | None:
     return parse_prometheus(reply.text) or None
 
 
-def around(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
-    """The record's server_metrics: both readings and the counters' deltas (None where
-    the server has no vLLM /metrics)."""
+def around(
+    before: dict[str, float] | None, after: dict[str, float] | None, kv_peak: float | None = None
+) -> dict[str, Any] | None:
+    """The record's server_metrics: both readings, the counters' deltas and the highest
+    KV-cache usage sampled during the load (None where the server has no vLLM /metrics)."""
     if before is None or after is None:
         return None
-    return {"before": before, "after": after, "delta": deltas(before, after)}
+    return {"before": before, "after": after, "delta": deltas(before, after), "kv_cache_usage_peak": kv_peak}
+
+
+# vLLM's KV-cache usage gauge (a fraction 0..1 despite its name): V1's, and V0's before it.
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+# How often the gauge is read during a load: its peak is the highest reading.
+KV_SAMPLE_S = 0.5
+
+
+def kv_usage(sample: dict[str, float]) -> float | None:
+    """The highest KV-cache usage over the reading's series (one per engine or model)."""
+    values = [v for k, v in sample.items() if k.split("{", 1)[0] in KV_USAGE and math.isfinite(v)]
+    return max(values) if values else None
+
+
+async def sample_kv_usage(client, root: str, stop, readings: list[float]) -> None:
+    """Read the KV-cache gauge every KV_SAMPLE_S until `stop` (an asyncio.Event) is set."""
+    import asyncio
+
+    while not stop.is_set():
+        sample = await read_metrics(client, root)
+        value = kv_usage(sample) if sample else None
+        if value is not None:
+            readings.append(value)
+        try:
+            await asyncio.wait_for(stop.wait(), KV_SAMPLE_S)
+        except asyncio.TimeoutError:
+            continue
+
+
+def _total(delta: dict[str, float], *names: str) -> float | None:
+    """A counter's delta summed over its series, under the first of `names` present."""
+    for name in names:
+        values = [v for k, v in delta.items() if k.split("{", 1)[0] == name]
+        if values:
+            return sum(values)
+    return None
+
+
+def server_figures(server_metrics: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The server's own figures over the load, from its /metrics: mean time a request
+    waited in its queue (s: the queue-time histogram's sum over its count), the KV-cache
+    usage peak (fraction, sampled every KV_SAMPLE_S), the prefix-cache hit rate (hit
+    over queried tokens) and the requests it preempted. None each where vLLM did not
+    report it; None for all where it has no /metrics (another engine, the local one)."""
+    if not server_metrics:
+        return None
+    delta = server_metrics["delta"]
+    queued = _total(delta, "vllm:request_queue_time_seconds_count")
+    waited = _total(delta, "vllm:request_queue_time_seconds_sum")
+    queries = _total(delta, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+    hits = _total(delta, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+    return {
+        "queue_time_mean_s": waited / queued if queued and waited is not None else None,
+        "kv_cache_usage_peak": server_metrics.get("kv_cache_usage_peak"),
+        "prefix_cache_hit_rate": hits / queries if queries and hits is not None else None,
+        "preemptions": _total(delta, "vllm:num_preemptions_total"),
+    }
 
 
 async def reset_prefix_cache(client, root: str) -> dict[str, Any]:

@@ -69,6 +69,13 @@ def server_command(
     return command + (["--enable-prompt-tokens-details"] if prefix_caching else ["--no-enable-prefix-caching"])
 
 
+def parallel_flags(tensor: int, data: int) -> list[str]:
+    """vLLM's --tensor-parallel-size and --data-parallel-size, each only where above 1
+    (vLLM's default is 1: the command then says nothing it does not change)."""
+    flags = ["--tensor-parallel-size", str(tensor)] if tensor > 1 else []
+    return flags + (["--data-parallel-size", str(data)] if data > 1 else [])
+
+
 def write_custom_dataset(prompts: list[dict[str, Any]], path: Path) -> Path:
     """bench's prompts as `vllm bench serve --dataset-name custom` reads them: one
     {"prompt": text} per line (the /completions text, chat template already applied)."""
@@ -168,3 +175,86 @@ def read_bench_serve(path: Path) -> dict[str, Any]:
         "duration_s": raw["duration"],
         "raw": raw,
     }
+
+
+# ------------------------------------------------------------------ engine auto's check
+# How long auto waits for vLLM to import and answer (its import alone takes tens of
+# seconds on a small machine).
+PROBE_TIMEOUT_S = 300
+# Run in vLLM's interpreter: does vLLM import, does its model registry know the
+# architecture, does its platform serve the dtype. vLLM answers, not a list of ours.
+_PROBE = (
+    _CLI_SHIM.split("from vllm.entrypoints")[0]
+    + """import json
+arch, dtype, out = sys.argv[1], sys.argv[2], {}
+try:
+    import vllm
+    out["version"] = getattr(vllm, "__version__", "?")
+except Exception as exc:
+    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}))
+    raise SystemExit(0)
+try:
+    from vllm.model_executor.models import ModelRegistry
+    out["architecture"] = (not arch) or arch in ModelRegistry.get_supported_archs()
+except Exception as exc:
+    out["architecture_error"] = f"{type(exc).__name__}: {exc}"[:300]
+try:
+    import torch
+    from vllm.platforms import current_platform
+    out["platform"] = str(getattr(current_platform, "device_type", "?"))
+    out["dtype"] = getattr(torch, dtype) in current_platform.supported_dtypes
+except Exception as exc:
+    out["dtype_error"] = f"{type(exc).__name__}: {exc}"[:300]
+print(json.dumps(out))
+"""
+)
+
+
+def probe(python: str, architecture: str | None, dtype: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why vLLM in `python` cannot serve this model, or None where it can: it must
+    import, its ModelRegistry must list `architecture` (a Hugging Face class name;
+    None: not asked) and its platform's supported_dtypes must hold `dtype` (a torch
+    dtype name). Asked of vLLM itself, in its own interpreter."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [python, "-c", _PROBE, architecture or "", dtype], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"asking vLLM in {python} failed ({type(exc).__name__})"
+    return probe_verdict(python, architecture, dtype, done.stdout, done.stderr)
+
+
+def probe_verdict(python: str, architecture: str | None, dtype: str, stdout: str, stderr: str = "") -> str | None:
+    """The probe's answer read into one reason (None: vLLM can serve it)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        last = (stderr.strip().splitlines() or ["no answer"])[-1][:200]
+        return f"vLLM could not be asked in {python} ({last})"
+    answer = json.loads(lines[-1])
+    if "error" in answer:
+        return f"vLLM does not import in {python} ({answer['error']})"
+    version = f"vLLM {answer['version']}"
+    if "architecture_error" in answer:
+        return f"{version}'s model registry could not be asked ({answer['architecture_error']})"
+    if not answer["architecture"]:
+        return f"{version}'s model registry does not list {architecture}"
+    if "dtype_error" in answer:
+        return f"{version} could not say which dtypes its platform serves ({answer['dtype_error']})"
+    if not answer["dtype"]:
+        return f"{version} on {answer['platform']} does not serve {dtype}"
+    return None
+
+
+def interpreter_of(executable: str) -> str | None:
+    """The Python a `vllm` console script runs under (its #! line), or None."""
+    try:
+        with open(executable, "rb") as script:
+            first = script.readline().decode(errors="replace").strip()
+    except OSError:
+        return None
+    parts = first[2:].split() if first.startswith("#!") else []
+    if parts and Path(parts[0]).name == "env":  # #!/usr/bin/env python3
+        parts = parts[1:]
+    return parts[0] if parts else None

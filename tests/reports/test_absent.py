@@ -132,3 +132,11 @@ def test_every_cause_has_a_test_here(code):
     source = inspect.getsource(sys.modules[__name__])
     tested = f"\\\\[{code}\\\\]" in source or f'_says(page, "{code}")' in source
     assert tested or code == "x", code  # x: the last resort, never expected on a current record
+
+
+def test_serving_server_figures_the_server_did_not_report():
+    """The quick start's record was served by the local engine, which offers no vLLM
+    /metrics: the server's own figures read `n/a [v]`."""
+    page = _page([_serve(server_figures=None)])
+    assert _cell(page, "server queue mean (s)", "| gemma270m") == "n/a \\[v\\]"
+    _says(page, "v")

@@ -60,6 +60,16 @@ class ServeMetrics(BaseModel):
     # The server's own /metrics (vLLM's) read before and after the measured requests:
     # {"before", "after", "delta"} of its vllm: samples (harness.serving.server_metrics).
     server_metrics: dict[str, Any] | None = None
+    # The server's own figures over the load, from those readings
+    # (harness.serving.server_side.server_figures): queue_time_mean_s, kv_cache_usage_peak
+    # (fraction), prefix_cache_hit_rate (fraction of queried tokens), preemptions.
+    server_figures: dict[str, Any] | None = None
+    # The same requests by vLLM's own client's convention (harness.serving.conventions:
+    # TTFT and E2EL from before the connection, duration from the load's start, the
+    # semaphore wait), and a sentence for each figure where it differs from bench's by
+    # more than 5%. None where the record lacks vLLM's clock (the local engine).
+    vllm_convention: dict[str, Any] | None = None
+    convention_differences: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -92,6 +102,11 @@ REPORT_COLUMNS: list[Column] = [
     Column("metrics.request_throughput_req_s", "req/s", ".4g"),
     Column("metrics.goodput_req_s", "goodput req/s", ".4g"),
     Column("metrics.num_errors", "errors", "d", over_runs="sum"),
+    # The server's own figures (vLLM's /metrics), labelled as the server's.
+    Column("metrics.server_figures.queue_time_mean_s", "server queue mean (s)", ".3g"),
+    Column("metrics.server_figures.kv_cache_usage_peak", "server KV-cache peak", ".0%"),
+    Column("metrics.server_figures.prefix_cache_hit_rate", "server prefix-cache hits", ".0%"),
+    Column("metrics.server_figures.preemptions", "server preemptions", ".0f"),
     Column("cost.usd_per_1m_output_tokens", "$/1M out tok", ".4g"),
 ]
 

@@ -59,6 +59,7 @@ def client_rows(record: RunRecord) -> list[tuple[str, str]]:
             (f"{name[:-2].upper()} (s) percentiles", ", ".join(f"{p} {fmt(v, '.4g')}" for p, v in values.items()))
         )
     notes = [m.client_saturated] if m.client_saturated else []
+    notes += [f"vLLM's convention differs: {d}" for d in m.convention_differences]
     notes += [f"too few samples for {t}" for t in m.thin_percentiles] + list(m.warnings)
     return rows + [("note", note) for note in notes]
 
@@ -87,6 +88,7 @@ def figure_rows(record: RunRecord) -> list[tuple[str, str]]:
         search = m.slo_search
         rows.append(("SLO search: highest rate within the SLO (req/s)", fmt(search.get("max_rate_req_s"), ".4g")))
     rows += client_rows(record)
+    rows += server_rows(m.server_figures)
     if m.cached_prompt_tokens is not None:
         rows.append(("cached prompt tokens", str(m.cached_prompt_tokens)))
         rows.append(("cached prompt fraction", fmt(m.cached_prompt_fraction, ".3f")))
@@ -96,6 +98,25 @@ def figure_rows(record: RunRecord) -> list[tuple[str, str]]:
     if chosen:
         rows.append(("engine", f"{chosen['ran']}: {chosen['reason']}"))
     return rows
+
+
+# The server's own figures (metrics.server_figures), each labelled as the server's.
+SERVER_ROWS = (
+    ("queue_time_mean_s", "server: mean queue time (s)", ".4g"),
+    ("kv_cache_usage_peak", "server: KV-cache use peak", ".1%"),
+    ("prefix_cache_hit_rate", "server: prefix-cache hit rate (tokens)", ".1%"),
+    ("preemptions", "server: preemptions", ".0f"),
+)
+
+
+def server_rows(figures: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The server's figures beside the client's, or one row saying why there are none."""
+    if figures is None:
+        return [("server figures", "n/a (the server offers no vLLM /metrics)")]
+    return [
+        (label, fmt(figures[key], spec) if figures.get(key) is not None else "n/a (the server did not report it)")
+        for key, label, spec in SERVER_ROWS
+    ]
 
 
 def cost_rows(record: RunRecord) -> list[tuple[str, str]]:

@@ -291,6 +291,7 @@ BENCH_BODY_FIELDS = {
     "max_tokens": "output_tokens",
     "min_tokens": "output_tokens with force_output_length",
     "ignore_eos": "force_output_length",
+    "return_token_ids": "token_ids",
     "stream": "bench's streaming client (always true)",
     "stream_options": "bench's streaming client (include_usage, for the token counts)",
     "temperature": "bench's greedy decoding (0)",
@@ -336,6 +337,11 @@ class ServeSpec(Section):
     # Ask the server to ignore EOS so every request produces output_tokens (vLLM's
     # ignore_eos/min_tokens); server-specific fields go in extra_body.
     force_output_length: bool = True
+    # Ask the server for each streamed chunk's token ids (vLLM's return_token_ids) and
+    # fail a request whose stream carried fewer than its usage reports. Off for a server
+    # that refuses fields it does not know (transformers serve); chunks are then counted
+    # as token events, never as tokens (output tokens always come from usage).
+    token_ids: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     load: LoadSpec = LoadSpec()
     # Measured requests of the load (of each point of a sweep or search).
@@ -359,6 +365,11 @@ class ServeSpec(Section):
     # before every point, so a repeated run measures a cold prefix cache as its first
     # did; where the server does not offer it, the record says so.
     reset_prefix_cache: bool = True
+    # engine auto's vLLM on a TPU slice or a multi-GPU host (harness.serving.engines):
+    # tensor-parallel over the fewest chips the weights fit, then `fill` replicates the
+    # model over every billed chip left (vLLM's --data-parallel-size: throughput, the
+    # whole slice billed); `one` runs one replica and bills only its chips, stated.
+    auto_replicas: Literal["fill", "one"] = "fill"
 
     @field_validator("engine")
     @classmethod
@@ -421,6 +432,8 @@ class ServeSpec(Section):
                 f"accelerator: {might} bills the device it measures running on; serve.accelerator is for "
                 "engine endpoint or launch"
             )
+        if self.engine != "auto" and self.auto_replicas != "fill":  # (a dumped scenario holds the default)
+            raise ValueError(f"auto_replicas: only engine auto's vLLM uses it (engine is {self.engine})")
         if local and self.extra_body:
             raise ValueError(f"extra_body: {might} sends no HTTP request; name engine: endpoint or launch")
         if local and self.api != "completions":

@@ -28,6 +28,16 @@ from conftest import TINY, bench
 from fake_openai import serve as fake_server
 
 
+@pytest.fixture(autouse=True)
+def vllm_answers_yes(monkeypatch):
+    """The stand-in interpreters here (/bin/sh) are not vLLM: its own answer (does it
+    import, does its registry list the model, its platform the dtype) is stood in for;
+    test_serving_tpu_gpu.py tests the asking."""
+    from harness.serving import engines
+
+    monkeypatch.setattr(engines, "vllm_probe", lambda python, architecture, dtype: None)
+
+
 # --------------------------------------------------------------------------- the client
 @pytest.mark.serial
 def test_the_client_holds_a_connection_per_request_in_flight_and_stamps_the_write():

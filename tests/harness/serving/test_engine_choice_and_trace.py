@@ -21,6 +21,16 @@ from conftest import TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server
 
 
+@pytest.fixture(autouse=True)
+def vllm_answers_yes(monkeypatch):
+    """The stand-in interpreters here (/bin/sh) are not vLLM: its own answer (does it
+    import, does its registry list the model, its platform the dtype) is stood in for;
+    test_serving_tpu_gpu.py tests the asking."""
+    from harness.serving import engines
+
+    monkeypatch.setattr(engines, "vllm_probe", lambda python, architecture, dtype: None)
+
+
 # --------------------------------------------------------------------------- engine: auto
 def test_auto_picks_vllms_python_then_vllm_on_path_then_the_local_engine(tmp_path):
     python = tmp_path / "python"

@@ -149,7 +149,7 @@ def transformers_sweep(tmp_path_factory) -> dict[int, dict]:
         f"  engine: launch\n  launch:\n    command: ['{TRANSFORMERS_CLI}', 'serve', '{{model_dir}}', '--host', "
         f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
         f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 8\n  num_requests: 6\n"
-        f"  warmup_requests: 1\n  sweep: {{concurrency: [1, 4]}}\n  force_output_length: false\n"
+        f"  warmup_requests: 1\n  sweep: {{concurrency: [1, 4]}}\n  force_output_length: false\n  token_ids: false\n"
         f'  extra_body: {{generation_config: \'{{"min_new_tokens": 8, "max_new_tokens": 8}}\'}}\n'
     )
     done = bench("run", str(serve_scenario(tmp_path, block)), "--results-dir", str(tmp_path / "r"), "--no-progress")

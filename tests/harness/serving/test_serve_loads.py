@@ -289,7 +289,7 @@ def test_a_three_point_rate_sweep_on_transformers_serve(tmp_path):
         f"'127.0.0.1', '--port', '{{port}}', '--device', 'cpu']\n    env: {{HF_HUB_OFFLINE: '1'}}\n"
         f"    model: '{{model_dir}}'\n    health_timeout_s: 180\n  output_tokens: 4\n  num_requests: 3\n"
         f"  warmup_requests: 1\n  sweep: {{request_rate: [2, 4, 8], max_duration_s: 300}}\n"
-        f"  force_output_length: false\n"
+        f"  force_output_length: false\n  token_ids: false\n"
         f'  extra_body: {{generation_config: \'{{"min_new_tokens": 4, "max_new_tokens": 4}}\'}}\n'
     )
     path = write_scenario(tmp_path, TINY + "tasks: [serve]\nserve:\n" + block, "sweep.yaml")

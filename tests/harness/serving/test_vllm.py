@@ -447,3 +447,27 @@ def test_vllms_metrics_deltas_p95_and_the_request_export(repeated_runs, tmp_path
     rows = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
     assert len(rows) == 2 * REPEAT_REQUESTS
     assert {r["run_id"] for r in rows} == {rec["run_id"] for rec in repeated_runs[True]}
+
+
+def test_the_readmes_first_command_serves_through_vllm_where_it_is_installed(tmp_path):
+    """README line 1's serve half (`bench run scenarios/gemma270m.yaml`, its cpu profile)
+    with vLLM installed: engine auto launches vLLM, whose random-weight 270M model's
+    tokens decode to no text. Every measured request still completes: a chunk with
+    choices is a token, the output length is usage's forced 16, and where vLLM sent the
+    chunks' token ids they add up to it."""
+    python = vllm_or_skip()
+    env = {"BENCH_VLLM_PYTHON": python}
+    results = tmp_path / "r"
+    done = bench(
+        "run", "scenarios/gemma270m.yaml", "--results-dir", str(results), "--no-progress", "--set", "tasks=[serve]",
+        env=env, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + failures_in(results)
+    (record,) = records_in(results)
+    assert record["status"] == "ok" and record["server"]["chosen"]["ran"] == "vllm (launch)"
+    length = record["scenario"]["resolved"]["serve"]["output_tokens"]
+    measured = [r for r in record["raw"]["requests"] if not r["warmup"]]
+    assert measured and all(r["error"] is None and r["output_tokens"] == length for r in measured)
+    for r in measured:
+        assert r["chunk_tokens"] is None or sum(r["chunk_tokens"]) == length
+    assert record["metrics"]["num_completed"] == len(measured)
