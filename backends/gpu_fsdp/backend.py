@@ -29,7 +29,7 @@ from backends.hf_common.model import (
     model_facts,
     run_dtypes,
 )
-from backends.torch_common import execution
+from backends.torch_common import execution, flex
 from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
@@ -66,6 +66,7 @@ class FsdpBackend(StepBackend):
             return self._setup_for_trainer(model)
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.flex_facts = flex.setup(model, self.options, self.attention, self.device, self.scenario, "gpu-fsdp")
         self.model = cast_to_plan(model, self.plan.precision).to(self.device)
         # The loss module holds the model and the LM head's loss: FSDP's root, so its
         # hooks gather the embedding, final norm and head for the loss too.
@@ -271,6 +272,7 @@ class FsdpBackend(StepBackend):
             **execution.execution_facts(
                 self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
             ),
+            **self.flex_facts,
             "choices": execution.choices(self.options, self.scenario),
             "fsdp": f"FSDP2 over {self.world} ranks, {self.plan.sharding}"
             if self.sharded

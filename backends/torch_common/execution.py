@@ -86,6 +86,7 @@ def choices(options, scenario) -> dict[str, str]:
         "attention": scenario.model.attention,
         "loss_kernel": options.loss_kernel,
         "sdpa_kernel": options.sdpa_kernel,
+        "flex_attention": options.flex_attention,
     }
     return {name: "auto" if value == "auto" else "pinned" for name, value in fields.items()}
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from backends.hf_common import model as hf
-from backends.torch_common import execution
+from backends.torch_common import execution, flex
 from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name, module_versions
@@ -30,6 +30,7 @@ class TorchBackend(StepBackend):
         self.attention = resolve_attention(self.scenario.model.attention, self.device)
         self.compile = execution.compile_on(self.options, self.device)
         model = hf.apply_lora(hf.build_model(self.scenario, self.attention), self.scenario)
+        self.flex_facts = flex.setup(model, self.options, self.attention, self.device, self.scenario, "torch")
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = hf.cast_to_plan(model, precision).to(self.device)
@@ -123,6 +124,7 @@ class TorchBackend(StepBackend):
             **execution.execution_facts(
                 self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
             ),
+            **self.flex_facts,
             "choices": execution.choices(self.options, self.scenario),
         }
 
