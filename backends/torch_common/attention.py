@@ -153,7 +153,12 @@ def attention_facts(loss, options, device, autocast, scenario, backend: str) -> 
     packed = scenario.sequence.padding == "packed"
     seq = scenario.sequence.max_length
     if loss.attention == "bench_flex":  # backends/torch_common/flex.py: its own facts
-        return {"attention": "flex", "attention_mask": "block masks (flex)", "sdpa_kernel": None, "sdpa_kernel_calls": None}
+        return {
+            "attention": "flex",
+            "attention_mask": "block masks (flex)",
+            "sdpa_kernel": None,
+            "sdpa_kernel_calls": None,
+        }
     kernels = probe_kernels(loss, options, device, autocast, seq, packed, field) if loss.attention == "sdpa" else {}
     if packed:
         mask = "per example (built from the packed rows' positions)"

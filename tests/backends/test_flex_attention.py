@@ -88,10 +88,7 @@ class Counting:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "case",
-    ["unpacked-beyond-window", "unpacked-within-window", "packed"],
-)
+@pytest.mark.parametrize("case", ["unpacked-beyond-window", "unpacked-within-window", "packed"])
 def test_flex_gives_masked_sdpas_loss_and_lora_gradients(case, monkeypatch):
     length = 80 if case != "unpacked-within-window" else WINDOW
     ids, labels = rows([80, 57] if length == 80 else [32, 20], length)

@@ -336,6 +336,7 @@ def test_a_packed_compiled_run_on_w1s_data_never_recompiles_after_warm_up(tmp_pa
         "attention": "pinned",
         "loss_kernel": "auto",
         "sdpa_kernel": "auto",
+        "flex_attention": "auto",
     }
     # The data really varies: the rows holding real tokens differ between passes (2 in
     # the warm-up pass, 3 in the first measured one: a new shape without the fixed
