@@ -184,3 +184,24 @@ def test_a_packed_compiled_run_with_flex_never_recompiles_after_warm_up(tmp_path
     assert execution["flex_attention"] is True and execution["attention"] == "flex"
     paths = execution["attention_paths"]
     assert paths and all(p.startswith(flex.CPU_PATH) and "document" in p for p in paths.values()), paths
+    # Read from the step that ran (its first forward, profiled inside the compiled step):
+    # one flex call per layer, no SDPA.
+    assert execution["attention_kernel_ran"] == "flex" and execution["attention_kernel_calls"] == {"flex": 2}
+    assert execution["attention_kernel_source"].startswith("the run's first forward pass, profiled")
+
+
+def test_the_kernel_that_ran_is_named_from_the_profiles_op_names():
+    from backends.torch_common.attention import kernels_from_profile
+
+    def events(**counts):
+        return [SimpleNamespace(key=k, count=v) for k, v in counts.items()]
+
+    assert kernels_from_profile(events(**{"aten::_scaled_dot_product_flash_attention": 18, "aten::mm": 99})) == {
+        "flash": 18
+    }
+    # A composite SDPA call that reached no fused op ran the math path.
+    found = kernels_from_profile(
+        events(**{"aten::scaled_dot_product_attention": 3, "aten::_scaled_dot_product_efficient_attention": 2})
+    )
+    assert found == {"efficient": 2, "math": 1}
+    assert kernels_from_profile(events(FlexAttentionAutogradOp=2, triton_tem_fused_flex_attention_0=0)) == {"flex": 2}
