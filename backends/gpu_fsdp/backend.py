@@ -185,7 +185,9 @@ class FsdpBackend(StepBackend):
                 self.loss.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
             with self._autocast(), sdpa_context(self.options.sdpa_kernel):
-                summed = self.step_kernels.around(lambda: self.loss(ids, mask, labels, positions))
+                summed = self.step_kernels.around(
+                    lambda: self.loss(ids, mask, labels, positions), self._compiled_graphs
+                )
             self.compile_events += self._compiled_graphs() > graphs_before
             return summed
 

@@ -7,8 +7,8 @@ which mask a forward pass needs, and which SDPA kernel really ran.
   positions, all real, and the padding positions' outputs never reach the loss (their
   labels are ignored). So SDPA runs without a mask (`is_causal`), the path its flash
   kernel takes. Packed rows keep their per-example mask (built from the positions).
-- The kernel is named from what ran in the step itself: the run's first forward pass is
-  profiled (torch.profiler, CPU events: the aten ops the step dispatched, inside the
+- The kernel is named from what ran in the step itself: the run's first forward pass
+  that compiled nothing is profiled (torch.profiler, CPU events: the aten ops the step dispatched, inside the
   compiled graph where compile is on, and FlexAttention's op or kernel), never from a
   rule. A probe forward in setup still checks that a pinned SDPA kernel can run (refused
   before the steps where it cannot)."""
@@ -157,21 +157,25 @@ class StepKernels:
     """The attention kernels the run's first forward pass dispatched, profiled inside the
     step (the compiled one where compile is on): the record's kernel is the one that ran."""
 
-    SOURCE = "the run's first forward pass, profiled inside the step (compiled where compile is on)"
+    SOURCE = "the run's first forward pass that compiled nothing, profiled inside the step"
 
     def __init__(self):
         self.seen: dict[str, int] | None = None
 
-    def around(self, forward):
+    def around(self, forward, graphs=lambda: 0):
         """forward(), profiled when nothing was seen yet and no other profile is running
-        (the harness's own trace)."""
+        (the harness's own trace). A call during which dynamo compiled (`graphs()`, its
+        graph count, grew) is not kept: tracing dispatches every op again on fake
+        tensors, so the kernels are read from the next call, the compiled step itself."""
         if self.seen is not None or torch.autograd.profiler._is_profiler_enabled:
             return forward()
         from torch.profiler import ProfilerActivity, profile
 
+        before = graphs()
         with profile(activities=[ProfilerActivity.CPU]) as profiled:
             result = forward()
-        self.seen = kernels_from_profile(profiled.key_averages())
+        if graphs() == before:
+            self.seen = kernels_from_profile(profiled.key_averages())
         return result
 
     def facts(self, attention: str) -> dict[str, Any]:

@@ -77,7 +77,9 @@ class TorchBackend(StepBackend):
     def _loss_sum(self, i: int, ids, mask, labels, positions):
         graphs = execution.unique_graphs() if self.compile else 0
         with self._autocast(), sdpa_context(self.options.sdpa_kernel):
-            summed = self.step_kernels.around(lambda: self.loss_of(ids, mask, labels, positions))
+            summed = self.step_kernels.around(
+                lambda: self.loss_of(ids, mask, labels, positions), execution.unique_graphs if self.compile else int
+            )
         if self.compile:
             self.compile_events += execution.unique_graphs() > graphs
         return summed
