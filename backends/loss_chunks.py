@@ -105,3 +105,37 @@ def legacy_chunks(tokens: int, vocab_size: int, compute_bytes: int, softcap: boo
         chunk * (saved + live),
         f"no device memory figure: {chunk}-token chunks (2^28 bytes of fp32 logits), recomputed",
     )
+
+
+# --------------------------------------------------------------------------- the budget
+def loss_budget_bytes(
+    memory_bytes: float,
+    arch: dict,
+    precision,
+    trainable: int | None,
+    tokens: int,
+    seq_len: int,
+    attention: str,
+    fsdp: int = 1,
+    checkpointed: bool = False,
+) -> float:
+    """Device memory left to the head and loss on every backend (torch, gpu-fsdp,
+    torchax, jax-tunix): the plan's share of the device (harness.plan.MEMORY_HEADROOM)
+    less the step's own buffers, by the plan's memory model:
+
+    - the resident weights, gradients and AdamW state (harness.plan.resident_bytes),
+      divided over the `fsdp` shards that hold them;
+    - the activations one forward pass of `tokens` (on this device) keeps for the
+      backward: every layer's (harness.plan.activation_bytes_per_token), or, with
+      gradient checkpointing, each layer's input plus one layer's set (the one being
+      recomputed).
+
+    May be negative (the step alone does not fit): plan_chunks is then given 0."""
+    from harness import plan as plans
+
+    compute = plans.DTYPE_BYTES.get(precision.compute, 4)
+    resident = plans.resident_bytes(arch, precision, trainable) / max(fsdp, 1)
+    per_token = plans.activation_bytes_per_token(arch, precision.compute, attention, seq_len)
+    if checkpointed:
+        per_token = arch["num_layers"] * arch["hidden_size"] * compute + per_token / arch["num_layers"]
+    return plans.MEMORY_HEADROOM * memory_bytes - resident - tokens * per_token

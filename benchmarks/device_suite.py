@@ -6,22 +6,35 @@ one command at most 600 s) that returns W1 on every backend first.
     OUT=/dir python benchmarks/device_suite.py run       # the runs (device_suite.sh calls it)
     OUT=/dir DEVICE_SUITE_TINY=1 DEVICE_SUITE_ONLY=1 BUDGET_SCALE=6 python benchmarks/device_suite.py run  # CPU
 
-Order by value: W1 train (static, each backend's default fast path) on torchax, torch,
-gpu-fsdp, jax-tunix; torch packed; the local engine at concurrency 1 and 32; then the
-padding matrices, each only while the suite's deadline still leaves its budget.
+First, in its first seconds, the optional kernels are smoke-tested on the device
+(benchmarks/kernel_smoke.py: Liger, FlexAttention, cuDNN attention); a kernel that cannot
+run is pinned off on the runs that could take it, the reason in $OUT/kernels.json and in
+each run's line of $OUT/runs.tsv.
 
-Each run's budget is its terms (process start, setup, compile, steps x step time), each
-a measured figure with where it was measured, times a margin, rounded up to 5 s; the run
-gets it as `bench run --timeout` (a run cut there is a failed record saying so). Every
+Order by value: the core W1 table (static, each backend's default fast path: torchax,
+torch, gpu-fsdp, jax-tunix; then torch packed), at most CORE_LIMIT_S; then the local
+engine at concurrency 1 and 32 and the padding matrices, each only while the suite's
+deadline still leaves its slot.
+
+Each run's budget is its terms (process start, setup, compile, steps x step time) times
+a margin, rounded up to 1 s; every term says where its figure comes from and whether it
+is a measurement of the same backend on an H100 (`measured`) or a `guess` (another
+backend's figure, a CPU time, a CPU ratio, an allowance). The run gets the budget as
+`bench run --timeout` (a run cut there is a failed record saying so); its slot in the
+deadline adds the harness parent's own work, outside that timeout (PARENT). Every
 run writes its record (and trace) into its own results folder; right after each run the
 whole results tree is archived to `$OUT/records.tgz` (written beside, then renamed), and a
 line per run is appended to `$OUT/runs.tsv`: a command cut at its limit still returns
 every record of the runs that ended. The device tool returns at most 8 files from
 `$OUT`, no deeper than 2 folders, hence one archive rather than a file per record.
+The plan (plan.txt) and each run's output (<slug>/run.log: a refusal writes no record)
+go into the archive too, and the archive is written again however the loop ends (a run
+that fails, or the suite's own error).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -33,42 +46,72 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARGIN = 1.15  # over the measured terms: run-to-run spread, the record's own writing
-CORE_LIMIT_S = 420  # the core runs' total (#36): the rest of a 600 s command is install and report
+MARGIN = 1.15  # over the terms: run-to-run spread, the record's own writing
+CORE_LIMIT_S = 300  # the core W1 table's slots (#45): the rest of a 600 s command is install, smoke, the rest
 DEADLINE_S = 480  # default deadline for the runs, counted from the first run's start
+SMOKE_LIMIT_S = 60  # the kernel smoke tests, all at once
 
-# Measured figures (seconds) and where each was measured.
 H100 = "docs/measurements.md, 'The accelerator suite on an H100 (2026-11-26)'"
+# Figures (seconds): (seconds, the backend measured or None, the device, where from).
+# A term is `measured` only for a run of that backend and on an H100; else a guess.
 FIG = {
     "start": (
         5.0,
+        None,
+        "allowance",
         "process start and imports before setup: bench's own 0.8-1.1 s (docs/measurements.md, "
         "'bench backends probe cache', #30) plus a 4 s allowance for torch's import",
     ),
     "hf_setup": (
         8.9,
+        "torch",
+        "cpu",
         "W1 setup on the torch backend, 2-core CPU (docs/measurements.md, 'bench run "
-        "scenarios/gemma270m.yaml on the CPU': 8.9 s setup): the same host-side model build",
+        "scenarios/gemma270m.yaml on the CPU': 8.9 s setup): the host-side model build, unscaled",
     ),
-    "torchax_compile": (27.9, f"torchax W1, 2 compiles ({H100})"),
-    "torchax_step": (0.1337, f"torchax W1 median step ({H100})"),
-    "tunix_setup": (77.0, f"jax-tunix W1 setup, model build and Tunix init, before #36 ({H100})"),
-    "tunix_compile": (30.2, f"jax-tunix W1, 1 compile ({H100})"),
-    "tunix_step": (0.2947, f"jax-tunix W1 median step ({H100})"),
+    "tunix_setup": (77.0, "jax-tunix", "h100", f"jax-tunix W1 setup, model build and Tunix init, before #36 ({H100})"),
+    "torchax_compile": (27.9, "torchax", "h100", f"torchax W1, 2 compiles ({H100})"),
+    "torchax_step": (0.1337, "torchax", "h100", f"torchax W1 median step ({H100})"),
+    "tunix_compile": (30.2, "jax-tunix", "h100", f"jax-tunix W1, 1 compile ({H100})"),
+    "tunix_step": (0.2947, "jax-tunix", "h100", f"jax-tunix W1 median step ({H100})"),
     "torch_compile": (
         30.2,
+        "jax-tunix",
+        "h100",
         f"no cold inductor compile of W1 was measured: jax-tunix's W1 compile ({H100}) "
         "stands in (gpu-fsdp's padding cell compiled in 10.2 s with a warm cache, same page)",
     ),
-    "torch_step": (1.161, f"torch W1 eager median step ({H100}): an upper bound for the compiled step"),
-    "fsdp_step": (1.361, f"gpu-fsdp W1 eager median step ({H100}): an upper bound for the compiled step"),
+    "torch_step": (
+        1.161,
+        "torch",
+        "h100",
+        f"torch W1 eager median step ({H100}): an upper bound for the compiled step",
+    ),
+    "fsdp_step": (
+        1.361,
+        "gpu-fsdp",
+        "h100",
+        f"gpu-fsdp W1 eager median step ({H100}): an upper bound for the compiled step",
+    ),
     "serve_request": (
         1.20,
+        "torch",
+        "h100",
         f"local engine, one request of 64 output tokens, E2EL median ({H100}; fp32, "
         "before the KV cache and batching: an upper bound)",
     ),
+    "trace_summary": (
+        3.0,
+        None,
+        "allowance",
+        "benchmarks/trace_kernels.py over the traced run's profile, in the suite's process: an allowance",
+    ),
 }
-W1_STEPS = {"train.steps": 8, "train.warmup_steps": 2, "train.window_steps": 0}  # 2 warm-up + 6 measured
+# The harness parent's own work a run, outside its --timeout but inside the deadline:
+# bench's CLI start (0.8-1.1 s, measured: #30), the backend's probe (afresh with
+# --backend) and the record's writing. Never measured on a GPU host: a guess.
+PARENT = (3.0, "the harness parent: CLI start 0.8-1.1 s (#30), the backend's probe and the record's writing; a guess")
+W1_STEPS = {"train.steps": 5, "train.warmup_steps": 2, "train.window_steps": 0}  # 2 warm-up + 3 measured
 SERVE_C1 = {"serve.num_requests": 16, "serve.warmup_requests": 2}
 SERVE_C32 = {"serve.num_requests": 64, "serve.warmup_requests": 2}
 TINY = {
@@ -98,18 +141,25 @@ class Run:
     scenario: str
     backend: str
     sets: dict
-    terms: list  # [(what, seconds, source)]
+    terms: list  # [(what, seconds, source, kind)]: kind "measured" or "guess"
     core: bool = True
     trace: int | None = None
     cells: int = 1  # a matrix scenario's runs: the harness's --timeout is per run
     slug: str = ""
     budget_s: int = 0
     extra: dict = field(default_factory=dict)
+    fallbacks: dict = field(default_factory=dict)  # {field: (value, why)} from the kernel smoke tests
+
+    @property
+    def slot_s(self) -> int:
+        """The run's share of the deadline: its budget and the harness parent's work."""
+        return self.budget_s + math.ceil(PARENT[0] * self.cells)
 
     def command(self, results: Path, tiny: bool, scale: float = 1.0) -> list[str]:
         """`bench run` of this entry; `tiny` swaps in a tiny model (the CPU check), `scale`
         stretches its time limit (a slow CPU)."""
-        sets = {**self.sets, **(TINY if tiny else {})}
+        pins = {key: value for key, (value, _) in self.fallbacks.items()}
+        sets = {**self.sets, **pins, **(TINY if tiny else {})}
         timeout = int(scale * self.budget_s // self.cells)
         args = [sys.executable, "-m", "harness.cli", "run", self.scenario, "--backend", self.backend]
         args += ["--profile", "none", "--results-dir", str(results), "--timeout", str(timeout)]
@@ -121,15 +171,32 @@ class Run:
         return args
 
 
-def term(name: str, times: float = 1.0, what: str | None = None):
-    seconds, source = FIG[name]
+def term(name: str, backend: str, times: float = 1.0, what: str | None = None):
+    """(what, seconds, source, kind) of FIG[name] in a run of `backend`: `measured` only
+    where the figure is that backend's, on an H100."""
+    seconds, measured_on, device, source = FIG[name]
     label = what or name
-    return (f"{label} ({times:g} x {seconds:g} s)" if times != 1 else label, times * seconds, source)
+    if measured_on == backend and device == "h100":
+        kind = "measured"
+    elif device == "allowance":
+        kind = "guess: an allowance"
+    elif device == "cpu":
+        kind = f"guess: a CPU time of {measured_on}" + ("" if measured_on == backend else f", not {backend}")
+    else:
+        kind = f"guess: {measured_on}'s figure, not {backend}'s"
+    return (f"{label} ({times:g} x {seconds:g} s)" if times != 1 else label, times * seconds, source, kind)
 
 
 def w1(label, backend, sets, setup, compile_, step, trace=None) -> Run:
     steps = W1_STEPS["train.steps"] + W1_STEPS["train.window_steps"]
-    terms = [term("start"), setup, term(compile_, what="compile"), term(step, steps, "steps")]
+    terms = [
+        term("start", backend),
+        setup,
+        term(compile_, backend, what="compile"),
+        term(step, backend, steps, "steps"),
+    ]
+    if trace:
+        terms.append(term("trace_summary", backend, what="trace summary"))
     return Run(
         label,
         "scenarios/gemma270m.yaml",
@@ -141,42 +208,53 @@ def w1(label, backend, sets, setup, compile_, step, trace=None) -> Run:
 
 
 def tunix_setup_term():
-    before, source = FIG["tunix_setup"]
+    before, _, _, source = FIG["tunix_setup"]
     ratio = tunix_setup_ratio()
     return (
         "setup",
         before / ratio,
         f"{source}, divided by the CPU's before/after ratio {ratio:.2f} "
         "(benchmarks/tunix_setup_time.py, docs/measurements.md '#36 JAX side and device suite')",
+        f"guess: jax-tunix's H100 setup before #36 scaled by a CPU ratio ({ratio:.2f})",
     )
 
 
 # The torch backends' defaults are the fast path on CUDA (`auto`: compile on, SDPA, the loss
-# kernel for the device; #36), so the suite pins nothing: it measures what a user gets, and
-# each record's raw.execution.choices says the choices were defaults.
+# kernel for the device, FlexAttention for packed rows; #36, #45), so the suite pins
+# nothing: it measures what a user gets, and each record's raw.execution.choices says the
+# choices were defaults (a kernel whose smoke test failed is pinned off, said in runs.tsv).
 TORCH_FAST: dict[str, str] = {}
 FSDP_FAST: dict[str, str] = {}
 
 
 def core_runs() -> list[Run]:
-    """W1 on every backend (static), torch packed, the local engine at 1 and 32."""
-    hf_setup = term("hf_setup", what="setup")
+    """The core W1 table: W1 on every backend (static), then torch packed."""
     tunix = {"backend_options.jax-tunix.fuse_kv_lora": "true"}
     packed = {**TORCH_FAST, "sequence.padding": "packed"}
 
-    def serve(label, sets, rounds):
-        terms = [term("start"), hf_setup, term("serve_request", rounds, "requests")]
-        return Run(
-            label, "scenarios/gemma270m.yaml", "torch", {"tasks": "[serve]", "serve.engine": "local", **sets}, terms
-        )
+    def setup(backend):
+        return term("hf_setup", backend, what="setup")
 
     return [
-        w1("W1 torchax", "torchax", {}, hf_setup, "torchax_compile", "torchax_step"),
-        w1("W1 torch", "torch", TORCH_FAST, hf_setup, "torch_compile", "torch_step", trace=3),
-        w1("W1 gpu-fsdp", "gpu-fsdp", FSDP_FAST, hf_setup, "torch_compile", "fsdp_step"),
+        w1("W1 torchax", "torchax", {}, setup("torchax"), "torchax_compile", "torchax_step"),
+        w1("W1 torch", "torch", TORCH_FAST, setup("torch"), "torch_compile", "torch_step", trace=3),
+        w1("W1 gpu-fsdp", "gpu-fsdp", FSDP_FAST, setup("gpu-fsdp"), "torch_compile", "fsdp_step"),
         w1("W1 jax-tunix", "jax-tunix", tunix, tunix_setup_term(), "tunix_compile", "tunix_step"),
-        w1("W1 torch packed", "torch", packed, hf_setup, "torch_compile", "torch_step"),
-        # Concurrency 1: 16 + 2 warm-up requests one after another; 32: ceil(64 / 32) rounds + the warm-up.
+        w1("W1 torch packed", "torch", packed, setup("torch"), "torch_compile", "torch_step"),
+    ]
+
+
+def serve_runs() -> list[Run]:
+    """The local engine at concurrency 1 and 32, after the core table."""
+
+    def serve(label, sets, rounds):
+        terms = [term("start", "torch"), term("hf_setup", "torch", what="setup")]
+        terms.append(term("serve_request", "torch", rounds, "requests"))
+        sets = {"tasks": "[serve]", "serve.engine": "local", **sets}
+        return Run(label, "scenarios/gemma270m.yaml", "torch", sets, terms, core=False)
+
+    # Concurrency 1: 16 + 2 warm-up requests one after another; 32: ceil(64 / 32) rounds + the warm-up.
+    return [
         serve("W1 serve local c1", {**SERVE_C1, "serve.load.concurrency": 1}, 18),
         serve("W1 serve local c32", {**SERVE_C32, "serve.load.concurrency": 32}, 3),
     ]
@@ -185,10 +263,11 @@ def core_runs() -> list[Run]:
 def padding_runs() -> list[Run]:
     """The padding matrices (static, dynamic, bucketed: three runs each), if time remains."""
     steps = 3 * W1_STEPS["train.steps"]
-    setup_what, setup_s, setup_source = tunix_setup_term()
-    fsdp_terms = [term("start"), term("hf_setup", 3, "setup"), term("torch_compile", 3, "compiles")]
-    tunix_terms = [term("start"), (f"setup (3 x {setup_s:.1f} s)", 3 * setup_s, setup_source)]
-    tunix_terms.append(term("tunix_compile", 3, "compiles"))
+    setup_what, setup_s, setup_source, setup_kind = tunix_setup_term()
+    fsdp_terms = [term("start", "gpu-fsdp"), term("hf_setup", "gpu-fsdp", 3, "setup")]
+    fsdp_terms.append(term("torch_compile", "gpu-fsdp", 3, "compiles"))
+    tunix_terms = [term("start", "jax-tunix"), (f"setup (3 x {setup_s:.1f} s)", 3 * setup_s, setup_source, setup_kind)]
+    tunix_terms.append(term("tunix_compile", "jax-tunix", 3, "compiles"))
     sets = {"parallel.devices": 1, **W1_STEPS}
     return [
         Run(
@@ -196,7 +275,7 @@ def padding_runs() -> list[Run]:
             "scenarios/padding.yaml",
             "gpu-fsdp",
             {**sets, **FSDP_FAST},
-            [*fsdp_terms, term("fsdp_step", steps, "steps")],
+            [*fsdp_terms, term("fsdp_step", "gpu-fsdp", steps, "steps")],
             core=False,
             cells=3,
         ),
@@ -205,7 +284,7 @@ def padding_runs() -> list[Run]:
             "scenarios/padding.yaml",
             "jax-tunix",
             sets,
-            [*tunix_terms, term("tunix_step", steps, "steps")],
+            [*tunix_terms, term("tunix_step", "jax-tunix", steps, "steps")],
             core=False,
             cells=3,
         ),
@@ -214,33 +293,37 @@ def padding_runs() -> list[Run]:
 
 def runs() -> list[Run]:
     """The suite, in the order it runs, budgets computed."""
-    found = core_runs() + padding_runs()
+    found = core_runs() + serve_runs() + padding_runs()
     for index, run in enumerate(found, 1):
         run.slug = f"{index:02d}-" + "-".join(run.label.lower().replace(",", "").split())
-        run.budget_s = int(5 * math.ceil(MARGIN * sum(seconds for _, seconds, _ in run.terms) / 5))
+        run.budget_s = math.ceil(MARGIN * sum(t[1] for t in run.terms))
     return found
 
 
-def print_plan(found: list[Run], out: str) -> int:
-    core = sum(r.budget_s for r in found if r.core)
-    print(f"device suite: {len(found)} runs in this order; budget = {MARGIN:g} x (the terms), rounded up to 5 s")
+def print_plan(found: list[Run], out: str, stream=None) -> int:
+    core = sum(r.slot_s for r in found if r.core)
+    say = lambda text="": print(text, file=stream or sys.stdout)  # noqa: E731
+    say(f"device suite: {len(found)} runs in this order; budget = {MARGIN:g} x (the terms), rounded up to 1 s")
+    say(f"slot = budget + {PARENT[0]:g} s a run ({PARENT[1]})")
+    say(f"first: the kernel smoke tests (benchmarks/kernel_smoke.py, at most {SMOKE_LIMIT_S} s) -> {out}/kernels.json")
     for index, run in enumerate(found, 1):
         kind = "core" if run.core else "if time remains"
         per_run = f", {run.budget_s // run.cells} s a matrix cell" if run.cells > 1 else ""
-        print(f"\n{index}. {run.label} [{kind}] budget {run.budget_s} s{per_run}")
-        print(
+        say(f"\n{index}. {run.label} [{kind}] budget {run.budget_s} s, slot {run.slot_s} s{per_run}")
+        say(
             f"   bench run {run.scenario} --backend {run.backend} --profile none "
             + " ".join(f"--set {k}={v}" for k, v in run.sets.items())
             + (f" --trace {run.trace}" if run.trace else "")
         )
-        for what, seconds, source in run.terms:
-            print(f"   - {what}: {seconds:.1f} s: {source}")
-        print(f"   record: {out}/records.tgz -> {run.slug}/*.json (line in {out}/runs.tsv)")
-    print(
-        f"\ntotal (core runs): {core} s (limit {CORE_LIMIT_S} s); the rest only while the deadline "
-        f"({DEADLINE_S} s from the first run) leaves their budget"
+        for what, seconds, source, term_kind in run.terms:
+            say(f"   - {what}: {seconds:.1f} s [{term_kind}]: {source}")
+        say(f"   record: {out}/records.tgz -> {run.slug}/*.json (line in {out}/runs.tsv)")
+    guesses = sum(1 for r in found if r.core for t in r.terms if t[3] != "measured")
+    say(
+        f"\ntotal (core W1 table): {core} s (limit {CORE_LIMIT_S} s; {guesses} of its terms are guesses); "
+        f"the rest only while the deadline ({DEADLINE_S} s from the first run) leaves their slot"
     )
-    print(
+    say(
         f"then, while the deadline leaves >= 60 s: the projection's GPU calibration of the JAX W1 records "
         f"(benchmarks/gpu_calibration.py) -> {out}/calibration.txt and <run_id>.calibration.json in records.tgz"
     )
@@ -249,51 +332,91 @@ def print_plan(found: list[Run], out: str) -> int:
 
 def archive(results: Path, out: Path) -> None:
     """Every record and trace so far as $OUT/records.tgz, replaced in one rename."""
+    results.mkdir(parents=True, exist_ok=True)
     part = out / "records.tgz.part"
     with tarfile.open(part, "w:gz") as tar:
         tar.add(results, arcname=".")
     os.replace(part, out / "records.tgz")
 
 
+def apply_smoke(found: list[Run], kernels: dict) -> None:
+    """Each failed kernel's fallback pinned on the runs of the backends it names."""
+    for name, result in kernels.items():
+        for key, value in result.get("fallback", {}).items():
+            backend = key.split(".")[1]
+            for run in found:
+                if run.backend == backend:
+                    run.fallbacks[key] = (value, f"{name}: {result['reason']}")
+
+
+def smoke_kernels(found: list[Run], out: Path) -> None:
+    """The kernel smoke tests (benchmarks/kernel_smoke.py) into $OUT/kernels.json and the
+    runs' fallbacks; a smoke run that itself fails leaves the runs as they are, said."""
+    target = out / "kernels.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "kernel_smoke.py"), str(target), str(SMOKE_LIMIT_S)]
+    try:
+        subprocess.run(command, cwd=ROOT, timeout=SMOKE_LIMIT_S + 30)
+        apply_smoke(found, json.loads(target.read_text()))
+    except (subprocess.TimeoutExpired, OSError, ValueError) as error:
+        print(f"kernel smoke tests did not complete ({type(error).__name__}: {error}); no fallbacks pinned", flush=True)
+
+
 def execute(found: list[Run], out: Path, results: Path, tiny: bool, only: int | None, deadline_s: float) -> int:
-    """Each run in order while the deadline leaves its budget; after each, its line in
-    $OUT/runs.tsv and every record so far in $OUT/records.tgz."""
-    scale = float(os.environ.get("BUDGET_SCALE", "1"))
+    """Each run in order while the deadline leaves its slot; after each, its line in
+    $OUT/runs.tsv and every record so far in $OUT/records.tgz, and the archive again
+    however the loop ends."""
     out.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)
     ledger = out / "runs.tsv"
     if not ledger.exists():
-        ledger.write_text("run\tlabel\tbudget_s\twall_s\texit\toutcome\n")
+        ledger.write_text("run\tlabel\tbudget_s\twall_s\texit\toutcome\tfallbacks\n")
     begun = time.monotonic()
-    for index, run in enumerate(found, 1):
-        if only is not None and index != only:
-            continue
-        left = deadline_s - (time.monotonic() - begun)
-        if scale * run.budget_s > left:
-            outcome, code, wall = f"skipped: budget {run.budget_s} s > {left:.0f} s left before the deadline", "-", 0.0
-        else:
-            print(f"=== {run.slug} (budget {run.budget_s} s, {time.strftime('%H:%M:%S')})", flush=True)
-            started = time.monotonic()
-            # The harness's --timeout cuts the worker and writes a failed record; this
-            # guard only stops a harness that would hang after it.
-            try:
-                limit = scale * run.budget_s + 60
-                done = subprocess.run(run.command(results / run.slug, tiny, scale), cwd=ROOT, timeout=limit)
-                code = str(done.returncode)
-                outcome = "ok" if done.returncode == 0 else "failed (the record says why; a timeout is a failed record)"
-            except subprocess.TimeoutExpired:
-                code, outcome = "killed", "cut by the suite's guard: no record written by the harness"
-            wall = time.monotonic() - started
-            if run.trace:
-                trace_summary(results / run.slug, out / f"{run.slug}-trace.txt")
-            archive(results, out)
-        with ledger.open("a") as stream:
-            stream.write(f"{run.slug}\t{run.label}\t{run.budget_s}\t{wall:.1f}\t{code}\t{outcome}\n")
-        print(f"--- {run.slug}: {outcome} ({wall:.1f} s)", flush=True)
-    if not tiny:
-        calibrate(results, out, deadline_s - (time.monotonic() - begun))
+    try:
+        for index, run in enumerate(found, 1):
+            if only is None or index == only:
+                run_one(run, out, results, tiny, deadline_s - (time.monotonic() - begun))
+        if not tiny:
+            calibrate(results, out, deadline_s - (time.monotonic() - begun))
+    finally:
         archive(results, out)
     return 0
+
+
+def run_one(run: Run, out: Path, results: Path, tiny: bool, left: float) -> None:
+    """One run (or its skip), its trace summary, the archive and its ledger line."""
+    scale = float(os.environ.get("BUDGET_SCALE", "1"))
+    if scale * run.slot_s > left:
+        outcome, code, wall = f"skipped: slot {run.slot_s} s > {left:.0f} s left before the deadline", "-", 0.0
+    else:
+        print(f"=== {run.slug} (budget {run.budget_s} s, {time.strftime('%H:%M:%S')})", flush=True)
+        started = time.monotonic()
+        # The harness's --timeout cuts the worker and writes a failed record; this
+        # guard only stops a harness that would hang after it.
+        folder = results / run.slug
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            limit = scale * run.budget_s + 60
+            done = subprocess.run(
+                run.command(folder, tiny, scale), cwd=ROOT, timeout=limit, capture_output=True, text=True
+            )
+            code, said = str(done.returncode), done.stdout + done.stderr
+            outcome = "ok" if done.returncode == 0 else "failed (the record or run.log says why)"
+        except subprocess.TimeoutExpired as cut:
+            code, outcome = "killed", "cut by the suite's guard: no record written by the harness"
+            said = "".join(
+                part.decode() if isinstance(part, bytes) else part or "" for part in (cut.stdout, cut.stderr)
+            )
+        # What the run said, in the archive beside its records (a refusal writes no record).
+        (folder / "run.log").write_text(said)
+        print(said, end="", flush=True)
+        wall = time.monotonic() - started
+        if run.trace:
+            trace_summary(results / run.slug, out / f"{run.slug}-trace.txt")
+        archive(results, out)
+    fallbacks = "; ".join(f"{k}={v} ({why})" for k, (v, why) in run.fallbacks.items()) or "-"
+    with (out / "runs.tsv").open("a") as stream:
+        stream.write(f"{run.slug}\t{run.label}\t{run.budget_s}\t{wall:.1f}\t{code}\t{outcome}\t{fallbacks}\n")
+    print(f"--- {run.slug}: {outcome} ({wall:.1f} s)", flush=True)
 
 
 CALIBRATED = ("w1-torchax", "w1-jax-tunix")  # the JAX backends' W1 runs (issue 37, calibration (a))
@@ -355,6 +478,11 @@ def main(argv: list[str]) -> int:
     deadline = float(os.environ.get("DEADLINE_S", DEADLINE_S))
     results = Path(os.environ.get("RESULTS", "/tmp/bench-results"))
     print(f"runs: {shlex.join(r.slug for r in found)}", flush=True)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    smoke_kernels(found, Path(out))  # before the plan is written: it names the fallbacks
+    results.mkdir(parents=True, exist_ok=True)
+    with (results / "plan.txt").open("w") as stream:  # in records.tgz: $OUT returns at most 8 files
+        print_plan(found, out, stream)
     return execute(found, Path(out), results, tiny, only, deadline)
 
 

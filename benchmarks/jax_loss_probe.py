@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-ROWS, SEQ = 3, 12
+ROWS, SEQ = 3, 13  # 13 positions in chunks of at most 5: 3 chunks of 5, the last padded by 2
 BIG_VOCAB, BIG_ROWS, BIG_SEQ = 262_144, 4, 512
 TINY_ARCH = {  # one tiny Gemma 3 layer (a sliding-window one), vocabulary 1,000
     "family": "gemma3",
@@ -43,6 +43,30 @@ def several_chunks(vocab: int, rows: int, positions: int) -> None:
     from backends import loss_chunks
 
     loss_chunks.CHUNK_LOGIT_BYTES = 4 * vocab * rows * positions
+
+
+def kept_chunks(rows: int, positions: int) -> None:
+    """A memory plan of `positions`-position chunks for `rows` rows that has room to keep
+    every chunk's logits: several chunks, none recomputed (the plan an 80 GB card gives W1)."""
+    from backends.jax_common import loss
+    from backends.loss_chunks import LossChunking
+
+    loss._CHUNK_PLAN.update(chunking=LossChunking(rows * positions, False, 0, "the probe's"), shards=1)
+
+
+def planless_chunks() -> None:
+    """No memory plan (a CPU): the shared budget, chunks recomputed."""
+    from backends.jax_common import loss
+
+    loss._CHUNK_PLAN.update(chunking=None, shards=1)
+
+
+def use_plan(kernel: str) -> None:
+    """`kept`: the chunked kernel under a plan that keeps 5-position chunks; else none."""
+    if kernel == "kept":
+        kept_chunks(ROWS, 5)
+    else:
+        planless_chunks()
 
 
 def real_chunks() -> None:
@@ -119,10 +143,13 @@ def torchax_parity() -> dict:
     weights, buffers = torchax_split(model, t2j)
     ids, mask, labels = tiny_batch(TINY_ARCH["vocab_size"])
     out = {}
-    for kernel in ("plain", "chunked"):
-        loss, grads = torchax_grad(model, kernel)(weights, buffers, ids, mask, labels, np.float32(1.0))
+    for kernel in ("plain", "chunked", "kept"):
+        use_plan(kernel)
+        grad = torchax_grad(model, "chunked" if kernel == "kept" else kernel)
+        loss, grads = grad(weights, buffers, ids, mask, labels, np.float32(1.0))
         out[kernel] = {"loss": float(loss), "grads": grads}
-    return compared(out["plain"], out["chunked"])
+    planless_chunks()
+    return {**compared(out["plain"], out["chunked"]), "kept": compared(out["plain"], out["kept"])}
 
 
 def torchax_memory() -> dict:
@@ -223,12 +250,14 @@ def tunix_parity() -> dict:
     batch = tunix_batch(*tiny_batch(TINY_ARCH["vocab_size"]))
     out = {}
     with mesh:
-        for kernel in ("plain", "chunked"):
-            grad, lora, rest = tunix_grad(model, kernel)
+        for kernel in ("plain", "chunked", "kept"):
+            use_plan(kernel)
+            grad, lora, rest = tunix_grad(model, "chunked" if kernel == "kept" else kernel)
             loss, grads = grad(lora, rest, batch)
             flat = {"/".join(map(str, path)): leaf for path, leaf in nnx.to_flat_state(grads)}
             out[kernel] = {"loss": float(loss), "grads": flat}
-    return compared(out["plain"], out["chunked"])
+    planless_chunks()
+    return {**compared(out["plain"], out["chunked"]), "kept": compared(out["plain"], out["kept"])}
 
 
 def tunix_memory() -> dict:

@@ -29,8 +29,8 @@ from backends.hf_common.model import (
     model_facts,
     run_dtypes,
 )
-from backends.torch_common import execution
-from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
+from backends.torch_common import execution, flex
+from backends.torch_common.attention import StepKernels, attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.loop import run_steps
 from harness.provenance import cpu_name, module_versions
@@ -66,6 +66,7 @@ class FsdpBackend(StepBackend):
             return self._setup_for_trainer(model)
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.flex_facts = flex.setup(model, self.options, self.attention, self.device, self.scenario, "gpu-fsdp")
         self.model = cast_to_plan(model, self.plan.precision).to(self.device)
         # The loss module holds the model and the LM head's loss: FSDP's root, so its
         # hooks gather the embedding, final norm and head for the loss too.
@@ -82,6 +83,7 @@ class FsdpBackend(StepBackend):
             self.loss, self.options, self.device, self._autocast, self.scenario, "gpu-fsdp"
         )
         self.loss.recomputed_chunks = 0  # the probe's are not the run's
+        self.step_kernels = StepKernels()  # the attention kernels the step itself ran
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         return facts
@@ -183,7 +185,9 @@ class FsdpBackend(StepBackend):
                 self.loss.set_requires_gradient_sync(i == last)  # reduce-scatter once per step
             graphs_before = self._compiled_graphs()
             with self._autocast(), sdpa_context(self.options.sdpa_kernel):
-                summed = self.loss(ids, mask, labels, positions)
+                summed = self.step_kernels.around(
+                    lambda: self.loss(ids, mask, labels, positions), self._compiled_graphs
+                )
             self.compile_events += self._compiled_graphs() > graphs_before
             return summed
 
@@ -271,6 +275,8 @@ class FsdpBackend(StepBackend):
             **execution.execution_facts(
                 self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
             ),
+            **self.flex_facts,
+            **self.step_kernels.facts(self.loss.attention),
             "choices": execution.choices(self.options, self.scenario),
             "fsdp": f"FSDP2 over {self.world} ranks, {self.plan.sharding}"
             if self.sharded

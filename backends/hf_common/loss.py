@@ -14,7 +14,14 @@ once. So the loss owns the head and picks a kernel (`backend_options.<b>.loss_ke
   not fit. Same sum, in any order of chunks, to float rounding.
 - `liger`: Liger Kernel's fused linear cross-entropy (Triton, CUDA only), the field's
   standard on GPUs.
-- `auto`: liger on CUDA where it is installed, chunked elsewhere; the record says which.
+- `auto`: the fastest kernel the memory plan allows (`auto_kernel`): bench's chunked
+  path with the planned chunk, unless Liger runs here (CUDA, installed) and its own chunk
+  is at least the plan's. Liger sizes its chunks itself, next_pow2(ceil(BT / ceil(V/H)))
+  for BT tokens, vocabulary V and hidden size H, and re-reads the head's weight once per
+  chunk: at W1 (16,384 tokens, 262,144 / 640) that is 64-token chunks, 256 weight reads
+  a pass, where the plan runs one or two chunks with no recompute. Liger wins only where
+  the plan must recompute chunks smaller than Liger's. The record says which kernel ran
+  and why (`loss_kernel_why`).
 
 The value is the SUM of next-token cross-entropy over trained positions (labels shifted
 by one, never the logits); the caller divides by the step's loss tokens.
@@ -36,19 +43,47 @@ def shifted_labels(labels: torch.Tensor) -> torch.Tensor:
     return F.pad(labels, (0, 1), value=IGNORE_INDEX)[:, 1:]
 
 
-def resolve_kernel(wanted: str, device: torch.device, field: str) -> str:
-    """The loss kernel a run uses; `auto` picks, a named one is executed or refused."""
-    liger = _liger_available()
+def liger_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) -> int:
+    """The chunk Liger's fused linear cross-entropy picks for a pass of `tokens`
+    (liger_kernel/ops/fused_linear_cross_entropy.py: `inc_factor = cdiv(V, H)`,
+    `chunk_size = next_power_of_2(cdiv(BT, inc_factor))`), never more than the pass."""
+    inc_factor = -(-vocab_size // hidden_size)
+    spread = -(-tokens // inc_factor)
+    return min(tokens, 1 << (spread - 1).bit_length())
+
+
+def auto_kernel(tokens: int, vocab_size: int, hidden_size: int, chunking: LossChunking, liger_runs: bool):
+    """`auto`'s pick and the sentence the record carries. The rule: bench's chunked path
+    with the plan's chunk wherever Liger's own chunk would be smaller than the plan's
+    (more passes over the head's weight for the same tokens); Liger (which never
+    recomputes: it takes the gradients in its forward) only where it runs here and its
+    chunk is at least the plan's."""
+    liger = liger_chunk_tokens(tokens, vocab_size, hidden_size)
+    planned = f"the plan's {chunking.chunk_tokens}-token chunks{', recomputed' if chunking.recompute else ''}"
+    if not liger_runs:
+        return "chunked", f"auto: chunked, {planned} (Liger does not run here)"
+    if liger < chunking.chunk_tokens:
+        return "chunked", f"auto: chunked, {planned}; Liger's own chunks would be {liger} tokens"
+    return "liger", f"auto: liger, its {liger}-token chunks at least {planned}"
+
+
+def resolve_kernel(wanted: str, device: torch.device, field: str, shape: tuple | None = None, chunking=None):
+    """(the loss kernel a run uses, why): `auto` picks by `auto_kernel` from the pass's
+    (tokens, vocabulary, hidden size) and the chunked kernel's plan (without them, as
+    with no plan: chunked); a named one is executed or refused."""
+    liger = device.type == "cuda" and _liger_available()
     if wanted == "auto":
-        return "liger" if device.type == "cuda" and liger else "chunked"
-    if wanted == "liger" and (device.type != "cuda" or not liger):
+        if shape is None or chunking is None:
+            return "chunked", "auto: chunked (no memory plan to weigh Liger against)"
+        return auto_kernel(*shape, chunking, liger)
+    if wanted == "liger" and not liger:
         why = (
             "needs a CUDA device"
             if device.type != "cuda"
             else "liger-kernel is not installed (pip install liger-kernel)"
         )
         raise ValueError(f"{field}: liger {why}; use chunked or plain")
-    return wanted
+    return wanted, "pinned"
 
 
 def _liger_available() -> bool:
@@ -73,11 +108,20 @@ class TokenLoss(torch.nn.Module):
     `tokens`, the number of chunks is fixed by the plan, not by the tokens of a pass, so
     a compiled graph does not specialise on the row count."""
 
-    def __init__(self, model: torch.nn.Module, kernel: str, chunking: LossChunking | None = None, tokens: int = 0):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        kernel: str,
+        chunking: LossChunking | None = None,
+        tokens: int = 0,
+        why: str = "pinned",
+    ):
         super().__init__()
         self.model = model  # a submodule: its parameters are this module's (FSDP's root)
         lm = causal_lm(model)
         self.kernel = kernel
+        self.why = why  # how the kernel was chosen (resolve_kernel)
+        self.tokens = tokens
         self.attention = lm.config._attn_implementation
         self.softcap = getattr(lm.config, "final_logit_softcapping", None)
         self.chunking = chunking
@@ -113,8 +157,14 @@ class TokenLoss(torch.nn.Module):
             return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="sum"), logits[:0]
         if self.kernel == "liger":
             weight = lm.lm_head.weight
-            return self.liger(weight, flat.to(weight.dtype), targets), flat.new_empty(0, dtype=weight.dtype)
+            return self._liger(weight, flat.to(weight.dtype), targets), flat.new_empty(0, dtype=weight.dtype)
         return self._chunked(flat, targets)
+
+    @torch.compiler.disable
+    def _liger(self, weight, hidden, targets):
+        # Liger reads a count back to the host (`.item()`) inside its forward: run it
+        # outside the compiled region, one clean break, not a graph split mid-kernel.
+        return self.liger(weight, hidden, targets)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = causal_lm(self.model).lm_head(hidden)

@@ -87,6 +87,13 @@ def resolve(wanted: str, field: str, platform: str, compute: str, heads: int, kv
     return ("xla", f"auto: xla, since cudnn cannot run ({why_not})") if why_not else ("cudnn", "auto: cudnn")
 
 
+def attention_memory_kind(implementation: str) -> str:
+    """The attention kind harness.plan's memory model knows: `sdpa` (no score matrices
+    kept) for the fused kernels, `eager` for the masked path and XLA's dot product, which
+    build the scores."""
+    return "sdpa" if implementation in ("cudnn", "splash") else "eager"
+
+
 def facts(wanted: str, implementation: str, why: str | None, masked_path: str) -> dict[str, Any]:
     """The record's execution facts: the attention that ran, its implementation, and
     whether it was the default (auto) or pinned by the scenario."""

@@ -80,7 +80,8 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
         distributed.initialize(self.plan)
         import jax
 
-        from backends.jax_common.loss import resolve_kernel, size_chunks_for
+        from backends.jax_common.attention import attention_memory_kind
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for, work_of
         from backends.jax_tunix import model as tunix_model
 
         self.compiles = jax_common.CompileCounter(STEP_NAME)
@@ -90,15 +91,15 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             raise ValueError(f"parallel.devices: {self.plan.devices} planned, JAX sees {len(jax.devices())}")
         self.mesh = self._mesh(self.devices)
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
-        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.remat = tunix_model.remat_policy(self.plan.gradient_checkpointing, self.options.remat)
-        config = tunix_model.tunix_config(
-            tunix_model.scenario_architecture(self.scenario), tunix_model.stored_dtype(self.plan), self.remat
-        )
+        arch = tunix_model.scenario_architecture(self.scenario)
+        config = tunix_model.tunix_config(arch, tunix_model.stored_dtype(self.plan), self.remat)
         self._check_lora_targets(config)
         self.model = tunix_model.build(self.scenario, self.plan, config, self.mesh, self.options.lora_init)
         self.config = config
         self._choose_attention(config)
+        # The loss kernel's chunks by the memory model, for the device and this attention.
+        size_chunks_for(self.devices, work_of(self.plan, self.scenario, arch, attention_memory_kind(self.attention[0])))
         self.compute_dtype = tunix_model.jnp_dtype(self.plan.precision.compute)
         made = tunix_model.logits_dtype(self.model, self.mesh, self.compute_dtype)
         if jax_common.dtype_name(made) != self.plan.precision.compute:

@@ -7,9 +7,11 @@ which mask a forward pass needs, and which SDPA kernel really ran.
   positions, all real, and the padding positions' outputs never reach the loss (their
   labels are ignored). So SDPA runs without a mask (`is_causal`), the path its flash
   kernel takes. Packed rows keep their per-example mask (built from the positions).
-- The kernel is named from what PyTorch dispatched (a probe forward in setup), never
-  from a rule: the aten op of each SDPA call, `math` where a call reached none of the
-  fused ones."""
+- The kernel is named from what ran in the step itself: the run's first forward pass
+  that compiled nothing is profiled (torch.profiler, CPU events: the aten ops the step dispatched, inside the
+  compiled graph where compile is on, and FlexAttention's op or kernel), never from a
+  rule. A probe forward in setup still checks that a pinned SDPA kernel can run (refused
+  before the steps where it cannot)."""
 
 from __future__ import annotations
 
@@ -132,6 +134,61 @@ def probe_kernels(loss, options, device, autocast, seq_len: int, packed: bool, f
     return kernels
 
 
+def kernels_from_profile(averages) -> dict[str, int]:
+    """Attention calls by kernel from a profile's op and kernel names: the fused SDPA ops
+    by FUSED_OPS, FlexAttention (its op, or an inductor kernel named after it) as
+    `flex`, and SDPA calls that reached no fused op (not decomposed away) as `math`."""
+    found: Counter = Counter()
+    composite = 0
+    for event in averages:
+        name = event.key.split("::")[-1]
+        if name in FUSED_OPS:
+            found[FUSED_OPS[name]] += event.count
+        elif "flexattention" in name.lower().replace("_", ""):
+            found["flex"] += event.count
+        elif name == "scaled_dot_product_attention":
+            composite += event.count
+    if composite > sum(v for k, v in found.items() if k != "flex"):
+        found["math"] += composite - sum(v for k, v in found.items() if k != "flex")
+    return dict(found)
+
+
+class StepKernels:
+    """The attention kernels the run's first forward pass dispatched, profiled inside the
+    step (the compiled one where compile is on): the record's kernel is the one that ran."""
+
+    SOURCE = "the run's first forward pass that compiled nothing, profiled inside the step"
+
+    def __init__(self):
+        self.seen: dict[str, int] | None = None
+
+    def around(self, forward, graphs=lambda: 0):
+        """forward(), profiled when nothing was seen yet and no other profile is running
+        (the harness's own trace). A call during which dynamo compiled (`graphs()`, its
+        graph count, grew) is not kept: tracing dispatches every op again on fake
+        tensors, so the kernels are read from the next call, the compiled step itself."""
+        if self.seen is not None or torch.autograd.profiler._is_profiler_enabled:
+            return forward()
+        from torch.profiler import ProfilerActivity, profile
+
+        before = graphs()
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            result = forward()
+        if graphs() == before:
+            self.seen = kernels_from_profile(profiled.key_averages())
+        return result
+
+    def facts(self, attention: str) -> dict[str, Any]:
+        if self.seen is None:
+            return {}
+        name = "flex" if attention == "bench_flex" and self.seen else kernel_name(self.seen, attention)
+        return {
+            "attention_kernel_ran": name,
+            "attention_kernel_calls": self.seen or None,
+            "attention_kernel_source": self.SOURCE,
+        }
+
+
 def kernel_name(kernels: dict[str, int], attention: str) -> str:
     """One word for the record: the SDPA kernel every call took, `mixed` where the
     layers took different ones, or `eager` (matmul, softmax, matmul)."""
@@ -152,6 +209,13 @@ def attention_facts(loss, options, device, autocast, scenario, backend: str) -> 
         )
     packed = scenario.sequence.padding == "packed"
     seq = scenario.sequence.max_length
+    if loss.attention == "bench_flex":  # backends/torch_common/flex.py: its own facts
+        return {
+            "attention": "flex",
+            "attention_mask": "block masks (flex)",
+            "sdpa_kernel": None,
+            "sdpa_kernel_calls": None,
+        }
     kernels = probe_kernels(loss, options, device, autocast, seq, packed, field) if loss.attention == "sdpa" else {}
     if packed:
         mask = "per example (built from the packed rows' positions)"

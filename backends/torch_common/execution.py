@@ -11,34 +11,50 @@ from typing import Any
 
 import torch
 
-from backends.hf_common.loss import TokenLoss, causal_lm, resolve_kernel
+from backends.hf_common.loss import TokenLoss, causal_lm, liger_chunk_tokens, resolve_kernel
 
 
 def loss_module(model: torch.nn.Module, options, device: torch.device, backend: str, plan=None, scenario=None):
     """The model with its loss (harness field names in refusals); with the plan and
-    scenario, the chunked kernel's chunks from the memory model (`loss_chunking`)."""
-    kernel = resolve_kernel(options.loss_kernel, device, f"backend_options.{backend}.loss_kernel")
-    if plan is None or kernel != "chunked":
-        return TokenLoss(model, kernel)
+    scenario, the chunked kernel's chunks from the memory model (`loss_chunking`), which
+    `auto` weighs Liger against (hf_common/loss.py: `auto_kernel`)."""
+    field = f"backend_options.{backend}.loss_kernel"
+    if plan is None:
+        kernel, why = resolve_kernel(options.loss_kernel, device, field)
+        return TokenLoss(model, kernel, why=why)
     tokens = plan.micro_batch * scenario.sequence.max_length
-    return TokenLoss(model, kernel, loss_chunking(model, plan, scenario, device, tokens), tokens)
+    chunking = loss_chunking(model, plan, scenario, device, tokens)
+    config = causal_lm(model).config
+    shape = (tokens, config.vocab_size, config.hidden_size)
+    kernel, why = resolve_kernel(options.loss_kernel, device, field, shape, chunking)
+    if kernel != "chunked":
+        return TokenLoss(model, kernel, tokens=tokens, why=why)
+    return TokenLoss(model, kernel, chunking, tokens, why)
 
 
 def loss_budget_bytes(model: torch.nn.Module, plan, scenario, memory: int) -> float:
-    """Device memory left to the head and loss: the plan's share of the device
-    (harness.plan.MEMORY_HEADROOM) less the resident weights, gradients and optimizer
-    state and one forward pass's activations, by the plan's own memory model."""
+    """Device memory left to the head and loss (backends/loss_chunks.py:
+    `loss_budget_bytes`) for this model, its trainable parameters and the plan's
+    micro-batch, FSDP shards and gradient checkpointing."""
+    from backends import loss_chunks
     from backends.hf_common.model import architecture_of
-    from harness import plan as plans
 
     arch = architecture_of(causal_lm(model).config)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     lora = scenario.train.method == "lora"
-    seq, compute = scenario.sequence.max_length, plan.precision.compute
+    seq = scenario.sequence.max_length
     attention = causal_lm(model).config._attn_implementation
-    activations = plan.micro_batch * seq * plans.activation_bytes_per_token(arch, compute, attention, seq)
-    resident = plans.resident_bytes(arch, plan.precision, trainable if lora else None)
-    return plans.MEMORY_HEADROOM * memory - resident - activations
+    return loss_chunks.loss_budget_bytes(
+        memory,
+        arch,
+        plan.precision,
+        trainable if lora else None,
+        plan.micro_batch * seq,
+        seq,
+        attention,
+        plan.mesh.get("fsdp", 1),
+        plan.gradient_checkpointing,
+    )
 
 
 def loss_chunking(model: torch.nn.Module, plan, scenario, device: torch.device, tokens: int):
@@ -70,6 +86,7 @@ def choices(options, scenario) -> dict[str, str]:
         "attention": scenario.model.attention,
         "loss_kernel": options.loss_kernel,
         "sdpa_kernel": options.sdpa_kernel,
+        "flex_attention": options.flex_attention,
     }
     return {name: "auto" if value == "auto" else "pinned" for name, value in fields.items()}
 
@@ -165,6 +182,13 @@ def compile_cache(options, compiled: bool) -> dict[str, Any] | None:
     return {"persistent": on, "what": "inductor FX graph / AOT autograd caches", "dir": cache_dir()}
 
 
+def liger_chunk(loss: TokenLoss) -> int | None:
+    if loss.kernel != "liger" or not loss.tokens:
+        return None
+    config = causal_lm(loss.model).config
+    return liger_chunk_tokens(loss.tokens, config.vocab_size, config.hidden_size)
+
+
 def execution_facts(
     loss: TokenLoss, options, device: torch.device, fused: bool, compiled: bool, attention: dict[str, Any]
 ) -> dict[str, Any]:
@@ -174,7 +198,9 @@ def execution_facts(
     chunked = loss.kernel == "chunked"
     facts = {
         "loss_kernel": loss.kernel,
-        "loss_chunk_tokens": loss.chunk if chunked else None,
+        "loss_kernel_why": loss.why,
+        # Liger's tokens a chunk are its own (liger_chunk_tokens), recorded, not set.
+        "loss_chunk_tokens": loss.chunk if chunked else liger_chunk(loss),
         # The head's forward run again in the backward (HFU counts it, harness.metrics).
         "loss_recompute": loss.recompute if chunked else False,
         "loss_memory": (loss.chunking.how if loss.chunking else None) if chunked else None,

@@ -24,14 +24,20 @@ class TorchExecutionOptions(BackendOptions):
     # auto: dynamo's default (a second shape compiles one dynamic graph); static: every
     # new shape compiles again (what XLA does); dynamic: dynamic from the start.
     compile_shapes: Literal["auto", "static", "dynamic"] = "auto"
-    # The LM head and cross-entropy (backends/hf_common/loss.py): auto = Liger Kernel's
-    # fused linear cross-entropy on CUDA where installed, chunked elsewhere; chunked
+    # The LM head and cross-entropy (backends/hf_common/loss.py): auto = bench's chunked
+    # kernel with the memory plan's chunk, Liger Kernel's fused linear cross-entropy only
+    # where it runs (CUDA, installed) and its own chunk is at least the plan's; chunked
     # never holds the full fp32 logits; plain is the reference.
     loss_kernel: Literal["auto", "chunked", "plain", "liger"] = "auto"
     # The SDPA kernel (model.attention sdpa): auto lets PyTorch pick (flash first where it
     # can run); a named one is the only kernel allowed, refused with one line before the
     # steps where it cannot run. The record names the kernel that ran either way.
     sdpa_kernel: Literal["auto", "flash", "efficient", "cudnn", "math"] = "auto"
+    # FlexAttention (backends/torch_common/flex.py) for rows SDPA would need a dense mask
+    # for (packed rows, rows beyond a sliding window): auto on CUDA with SDPA attention
+    # where the rows need a mask; true pins it (on a CPU: flex's unfused reference, said
+    # in the record); false keeps masked SDPA.
+    flex_attention: Literal["auto"] | bool = "auto"
 
 
 def runs_eager(options: dict[str, Any]) -> bool:

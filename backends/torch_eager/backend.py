@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from backends.hf_common import model as hf
-from backends.torch_common import execution
-from backends.torch_common.attention import attention_facts, resolve_attention, sdpa_context
+from backends.torch_common import execution, flex
+from backends.torch_common.attention import StepKernels, attention_facts, resolve_attention, sdpa_context
 from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 from harness.provenance import cpu_name, module_versions
 
@@ -30,6 +30,7 @@ class TorchBackend(StepBackend):
         self.attention = resolve_attention(self.scenario.model.attention, self.device)
         self.compile = execution.compile_on(self.options, self.device)
         model = hf.apply_lora(hf.build_model(self.scenario, self.attention), self.scenario)
+        self.flex_facts = flex.setup(model, self.options, self.attention, self.device, self.scenario, "torch")
         if self.plan.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.model = hf.cast_to_plan(model, precision).to(self.device)
@@ -47,6 +48,7 @@ class TorchBackend(StepBackend):
             self.loss, self.options, self.device, self._autocast, self.scenario, "torch"
         )
         self.loss.recomputed_chunks = 0  # the probe's are not the run's
+        self.step_kernels = StepKernels()  # the attention kernels the step itself ran
         self.compute_dtype = None  # measured: the dtype the first forward's logits came out in
         self.scaler = torch.amp.GradScaler("cuda") if precision.name == "fp16" else None
         if self.device.type == "cuda":
@@ -75,7 +77,9 @@ class TorchBackend(StepBackend):
     def _loss_sum(self, i: int, ids, mask, labels, positions):
         graphs = execution.unique_graphs() if self.compile else 0
         with self._autocast(), sdpa_context(self.options.sdpa_kernel):
-            summed = self.loss_of(ids, mask, labels, positions)
+            summed = self.step_kernels.around(
+                lambda: self.loss_of(ids, mask, labels, positions), execution.unique_graphs if self.compile else int
+            )
         if self.compile:
             self.compile_events += execution.unique_graphs() > graphs
         return summed
@@ -123,6 +127,8 @@ class TorchBackend(StepBackend):
             **execution.execution_facts(
                 self.loss, self.options, self.device, self.fused_optimizer, self.compile, self.attention_facts
             ),
+            **self.flex_facts,
+            **self.step_kernels.facts(self.loss.attention),
             "choices": execution.choices(self.options, self.scenario),
         }
 

@@ -74,7 +74,9 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> ModelFacts:
-        from backends.jax_common.loss import resolve_kernel, size_chunks_for
+        from backends.hf_common.model import architecture_of
+        from backends.jax_common.attention import attention_memory_kind
+        from backends.jax_common.loss import resolve_kernel, size_chunks_for, work_of
 
         self.loss_kernel = resolve_kernel(self.options.loss_kernel)
         # This host's share of the devices, then the job's other hosts joined (nothing
@@ -85,12 +87,16 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
 
         self._listen_for_compiles()
         self.devices = self._plan_devices()
-        size_chunks_for(self.devices)  # the loss kernel's chunks sized for the device
         self.mesh = self._mesh()
         model = cast_to_plan(apply_lora(build_model(self.scenario), self.scenario), self.plan.precision)
         self.attention = choose_attention(
             model, self.options.attention, self.devices[0].platform, self.plan, self.scenario.sequence, self.mesh
         )
+        # The loss kernel's chunks by the memory model, for the device and this attention.
+        config = causal_lm(model).config
+        softcap = bool(getattr(config, "final_logit_softcapping", None))
+        kind = attention_memory_kind(self.attention[0])
+        size_chunks_for(self.devices, work_of(self.plan, self.scenario, architecture_of(config), kind, softcap))
         self.checkpointed_layers = checkpoint_if_planned(model, self.plan)
         facts = model_facts(model)
         self.env = torchax.default_env()

@@ -51,6 +51,10 @@ def test_chunked_equals_plain_in_loss_and_lora_gradients(probe):
     assert parity["grad_names"] and parity["grad_count"] >= 6, (backend, parity)  # A and B of 3+ adapters
     assert parity["grad_max_abs"] > 1e-3, (backend, parity)  # gradients that flow (B is not zero)
     assert parity["grad_max_diff"] <= 1e-5, (backend, parity)
+    # Several chunks kept for the backward (the plan an 80 GB card gives W1): the same sum.
+    kept = parity["kept"]
+    assert kept["loss"]["chunked"] == pytest.approx(kept["loss"]["plain"], abs=1e-5, rel=1e-6), (backend, kept)
+    assert kept["grad_names"] and kept["grad_max_diff"] <= 1e-5, (backend, kept)
 
 
 def test_chunked_compiled_temp_memory_is_at_most_a_quarter_of_plain_at_gemma3_vocabulary(probe):
@@ -90,18 +94,63 @@ def test_chunks_split_the_sequence_within_the_shared_budget():
     assert kernel_facts("plain", 4, 262_144) == {"loss_kernel": "plain", "loss_chunk_positions": None}
 
 
-def test_on_an_80_gib_accelerator_a_w1_micro_batch_is_one_chunk_and_the_head_is_not_recomputed():
+def w1_work():
+    """W1's loss work on an 80 GB CUDA card, from its scenario and the plan."""
+    import yaml
+
+    from backends.jax_common.loss import work_of
+    from harness import plan as plans
+    from harness.loader import validate
+
+    path = ROOT / "scenarios" / "gemma270m.yaml"
+    scenario = validate(yaml.safe_load(path.read_text()), str(path))
+    plan = plans.build(scenario, "cuda", 1, 80 * 10**9)
+    assert plan.micro_batch == 32  # the plan's micro-batch on an 80 GB card
+    return work_of(plan, scenario, scenario.model.architecture(), "sdpa")
+
+
+def test_on_an_80_gb_accelerator_w1_at_32_rows_is_two_chunks_and_the_head_is_not_recomputed():
+    from backends import loss_chunks
     from backends.jax_common import loss
 
-    saved = dict(loss._CHUNK_BUDGET)
+    work = w1_work()
+    saved = dict(loss._CHUNK_PLAN)
     try:
-        loss.size_chunks_for_device("cpu", 80 * 2**30)  # a CPU keeps the shared budget
-        assert loss.positions_per_chunk(4, 262_144) == 64
-        loss.size_chunks_for_device("gpu", 80 * 2**30)
-        # 80 GiB / 16 = 5 GiB of fp32 logits = 5,120 tokens at 262,144 entries; 4 rows: 1,280 positions
-        assert loss.positions_per_chunk(4, 262_144) == 5 * 2**30 // (4 * 262_144) // 4 == 1280
-        facts = loss.kernel_facts("chunked", 4, 262_144, 512)
-        assert facts["loss_head_recomputed"] is False and "1/16 of the device's 80.0 GiB" in facts["loss_chunk_budget"]
-        assert loss.kernel_facts("chunked", 32, 262_144, 512)["loss_head_recomputed"] is True  # 160 < 512
+        loss.size_chunks_for_device("cpu", 80 * 10**9, work)  # a CPU keeps the shared budget
+        assert loss.positions_per_chunk(4, 262_144) == 64 and loss.recompute_chunks()
+        loss.size_chunks_for_device("gpu", 80 * 10**9, work)
+        # The budget by hand: 0.85 x 80e9 less the bf16 weights, LoRA r8's parameters at 16
+        # bytes, and 32 x 512 tokens' SDPA activations (18 layers x (17 x 640 + 8 x 2,048)).
+        budget = 0.85 * 80e9 - 268_042_240 * 2 - 1_898_496 * 16 - 32 * 512 * 18 * (17 * 640 + 8 * 2048)
+        chunk = int((budget - 16_384 * 262_144 * 4) // (262_144 * 14)) // 64 * 64  # saved logits kept
+        assert loss._CHUNK_PLAN["chunking"] == loss_chunks.plan_chunks(16_384, 262_144, 2, budget)
+        assert loss.positions_per_chunk(32, 262_144) == chunk // 32 < 512  # more than one chunk ...
+        facts = loss.kernel_facts("chunked", 32, 262_144, 512)
+        # ... two, of 256 positions (not 2 x 357 padded to 714), and none recomputed
+        assert facts["loss_chunk_positions"] == 256 and facts["loss_head_recomputed"] is False
+        assert "no recompute" in facts["loss_chunk_budget"] and "74.5 GiB" in facts["loss_chunk_budget"]
+        assert loss.kernel_facts("chunked", 4, 262_144, 512)["loss_chunk_positions"] == 512  # one chunk
     finally:
-        loss._CHUNK_BUDGET.update(saved)
+        loss._CHUNK_PLAN.update(saved)
+
+
+def test_w3_on_a_v5p_chip_is_one_chunk_per_device_without_recompute():
+    import yaml
+
+    from backends.jax_common import loss
+    from harness import plan as plans
+    from harness.loader import validate
+
+    path = ROOT / "scenarios" / "w3_gemma_lora_tunix.yaml"
+    scenario = validate(yaml.safe_load(path.read_text()), str(path))
+    plan = plans.build(scenario, "tpu", 4, 95 * 2**30)  # v5p-8: 4 chips of 95 GiB, rows and weights over 4
+    work = loss.work_of(plan, scenario, scenario.model.architecture(), "sdpa")
+    assert (work.rows, work.fsdp, work.shards, work.checkpointed) == (2, 4, 4, True)
+    saved = dict(loss._CHUNK_PLAN)
+    try:
+        loss.size_chunks_for_device("tpu", 95 * 2**30, work)
+        # Eight rows a forward pass over four chips: each chip's 2 x 2,048 tokens in one chunk.
+        facts = loss.kernel_facts("chunked", plan.rows_per_forward, 262_144, 2_048)
+        assert facts["loss_chunk_positions"] == 2_048 and facts["loss_head_recomputed"] is False
+    finally:
+        loss._CHUNK_PLAN.update(saved)

@@ -331,11 +331,17 @@ def test_a_packed_compiled_run_on_w1s_data_never_recompiles_after_warm_up(tmp_pa
     execution = record["raw"]["execution"]
     assert execution["sdpa_kernel"] in ("flash", "math", "mixed") and execution["sdpa_kernel_calls"]
     assert execution["attention_mask"].startswith("per example")
+    # The kernel read from the compiled step's first forward: one SDPA call per layer, as
+    # many as the setup probe's eager forward made.
+    ran = execution["attention_kernel_calls"]
+    assert sum(ran.values()) == sum(execution["sdpa_kernel_calls"].values()) and "flex" not in ran
+    assert execution["attention_kernel_ran"] in ("flash", "math", "mixed")
     assert execution["choices"] == {
         "compile": "pinned",
         "attention": "pinned",
         "loss_kernel": "auto",
         "sdpa_kernel": "auto",
+        "flex_attention": "auto",
     }
     # The data really varies: the rows holding real tokens differ between passes (2 in
     # the warm-up pass, 3 in the first measured one: a new shape without the fixed
