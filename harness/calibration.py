@@ -39,6 +39,7 @@ class PublishedMeasurement:
     measured_step_s: float
     measured_tokens_per_s_per_chip: float
     measured_tflops_per_chip: float | None  # the publisher's own count
+    stack: str = "MaxText"  # the publisher's training stack (what its ratio says as much about as the chip)
     # The projection record of the same configuration (a file in PROJECTIONS), or None.
     projection: str | None = None
     # What the publisher's run does that bench's compiled step does not (or the reverse).
@@ -151,10 +152,67 @@ PUBLISHED: tuple[PublishedMeasurement, ...] = (
 )
 
 
-def measured_over_bound(catalog_key: str) -> tuple[float, str] | None:
-    """(measured / bound, its source) of the first published measurement on this
-    generation that has been re-projected; None where none has."""
-    for entry in PUBLISHED:
-        if entry.catalog_key == catalog_key and entry.measured_over_bound is not None:
-            return entry.measured_over_bound, entry.source.split(" (")[0]
-    return None
+def method_class(method: str) -> str:
+    """A train method's calibration class: `adapter` (LoRA: frozen base, small trained
+    matrices) or `full`. The class matters as much as the chip: an adapter step moves the
+    frozen weights for little compute, and public LoRA ports sit far below their bound."""
+    return "adapter" if method == "lora" else "full"
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """One measured / bound: where it was measured (its source, short), on which
+    generation, of which method and stack."""
+
+    source: str
+    catalog_key: str
+    method: str
+    stack: str
+    ratio: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} ({self.catalog_key}, {self.method}, {self.stack}): {self.ratio:.3g}"
+
+
+@dataclass(frozen=True)
+class CalibratedLow:
+    """The lower end of a projection's range: the lowest measured / bound among the
+    points of the projection's method class, or of all points where that class has none
+    (`same_class` False, and the sentence says so)."""
+
+    ratio: float
+    point: CalibrationPoint
+    method_class: str
+    same_class: bool
+    pool: tuple[CalibrationPoint, ...]  # the points the lowest was taken from
+
+    def note(self) -> str:
+        basis = (
+            f"the lowest measured / bound of the {self.method_class} points"
+            if self.same_class
+            else f"no {self.method_class} point is calibrated, so the lowest measured / bound of all points"
+        )
+        return f"{basis}: {self.point.label}; points: {'; '.join(p.label for p in self.pool)}"
+
+
+def published_points() -> list[CalibrationPoint]:
+    """The published measurements that have a bound, as calibration points."""
+    return [
+        CalibrationPoint(entry.source.split(" (")[0], entry.catalog_key, entry.method, entry.stack, ratio)
+        for entry in PUBLISHED
+        if (ratio := entry.measured_over_bound) is not None
+    ]
+
+
+def calibrated_low(method: str, points: list[CalibrationPoint] | None = None) -> CalibratedLow | None:
+    """The lowest measured / bound for a projection of `method` (module doc); None where
+    no point is calibrated at all."""
+    points = published_points() if points is None else list(points)
+    if not points:
+        return None
+    wanted = method_class(method)
+    same = [p for p in points if method_class(p.method) == wanted]
+    pool = same or points
+    lowest = min(pool, key=lambda p: p.ratio)
+    return CalibratedLow(lowest.ratio, lowest, wanted, bool(same), tuple(pool))

@@ -236,6 +236,7 @@ def projection_lines(record) -> list[str]:
             )
         if s.fits:
             lines.extend(projection_shape_lines(s))
+    lines.extend(calibrated_range_lines(record))
     ft = record.fine_tune
     if ft is not None:
         lines.extend(projected_fine_tune_lines(ft))
@@ -277,6 +278,32 @@ def projection_shape_lines(s) -> list[str]:
         f"padded tokens/s per chip, >= ${fmt(s.usd_per_1m_tokens_bound, '.4g')} per 1M padded tokens"
     )
     return lines
+
+
+def calibrated_range_lines(record) -> list[str]:
+    """The longest fitting shape's rate and $ as a range (reports/tpu_vs_gpu.py's rule):
+    the bound's end (the best case) and the end at the lowest calibrated measured / bound
+    of the method's class, naming its points; the whole fine-tune's $ likewise."""
+    from harness.calibration import calibrated_low
+    from reports.tpu_vs_gpu import calibrated_fine_tune_usd, method_of
+
+    fitting = [s for s in record.shapes if s.fits and s.real_tokens_per_s_per_chip_bound]
+    if not fitting:
+        return []
+    low = calibrated_low(method_of(record))
+    if low is None:
+        return ["  calibrated range: none (no measured / bound point is known): the bound alone, a best case"]
+    s = max(fitting, key=lambda x: x.seq_len)
+    usd = s.usd_per_1m_real_tokens_bound
+    cost = f", ${usd:.4g}-${usd / low.ratio:.4g} per 1M real tokens" if usd else ""
+    ft = record.fine_tune
+    high = calibrated_fine_tune_usd(ft, low.ratio)
+    whole = f", whole fine-tune ${ft.usd:.2f}-${high:.2f}" if high is not None else ""
+    return [
+        f"  calibrated range at length {s.seq_len}: {s.real_tokens_per_s_per_chip_bound * low.ratio:.4g}-"
+        f"{s.real_tokens_per_s_per_chip_bound:.4g} real tokens/s per chip{cost}{whole} (the bound's end is a best "
+        f"case; the other is bound x {low.ratio:.3g}: {low.note()})"
+    ]
 
 
 def projected_fine_tune_lines(ft) -> list[str]:

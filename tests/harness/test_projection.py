@@ -260,7 +260,7 @@ def test_projections_are_never_read_as_records(tmp_path):
 
     shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
     record = ProjectionRecord(
-        scenario={"name": "s", "variant": "default"},
+        scenario={"name": "s", "variant": "default", "resolved": {"train": {"method": "full"}}},
         backend="torchax",
         slice={"name": "tpu-v5e-8"},
         price=None,
@@ -515,7 +515,7 @@ def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
         length_basis={512: "compiled"},
     )
     record = ProjectionRecord(
-        scenario={"name": "s", "variant": "default"},
+        scenario={"name": "s", "variant": "default", "resolved": {"train": {"method": "full"}}},
         backend="torchax",
         slice=ICI_CHIP.to_json(),
         price=None,
@@ -568,7 +568,7 @@ def test_a_projections_file_name_and_a_bad_file_refused_naming_it(tmp_path):
 
     shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
     record = ProjectionRecord(
-        scenario={"name": "w1", "variant": "padding=dynamic, x/y"},
+        scenario={"name": "w1", "variant": "padding=dynamic, x/y", "resolved": {"train": {"method": "lora"}}},
         backend="torchax",
         slice={"name": "tpu-v5e-8"},
         price=None,
