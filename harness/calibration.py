@@ -1,49 +1,73 @@
 """The projection's calibration: measured / bound where a measurement of the same
-configuration exists (issue 37; docs/measurements.md, "Calibration").
+configuration exists (issues 37 and 43; docs/measurements.md, "Calibration").
 
 A roofline bound (harness/projection.py) is a lower bound on step time; what a real
 step takes is some fraction of it. That fraction is known only where a measurement and
 the same configuration's bound meet: a published TPU training measurement re-projected
-through a bench backend at the same model, batch, sequence and slice, or a GPU run whose
-compiled step the device suite also bounded (benchmarks/gpu_calibration.py).
+through a bench backend at the same model, method, batch, sequence and slice, or a GPU
+run whose compiled step the device suite also bounded (benchmarks/gpu_calibration.py).
 
-Each published entry carries its full configuration and its source. Its bound is never
-typed in: it is read from the projection record `bench plan --compile-for` wrote for that
-configuration, committed beside this table (benchmarks/calibration/, each file's
-provenance says the command, the compile host and the library versions). An entry whose
-record is missing, or whose record does not have the entry's configuration, has no
-ratio. Standard library only (the core imports no framework).
+The points are package data, shipped with bench (harness/calibration_points/, read with
+importlib.resources, so a non-editable install has them): `published.json` holds each
+point's full configuration, its source (repository, path and commit), the publisher's
+log line, its stack, its slicing (and whether that is ambiguous) and what it does that
+bench's compiled step does not. Its bound is never typed in: it is read from the
+projection record `bench plan --compile-for` wrote for that configuration, in the same
+folder (each file's provenance says the command, the compile host and the library
+versions). An entry whose record is missing has no ratio; one whose record does not have
+the entry's configuration is refused. Standard library only (the core imports no
+framework).
+
+Applied by method class (`method_class`: adapter = LoRA, or full): the calibrated end of
+a projection's range is the lowest measured / bound of its class, or of all points where
+its class has none (`calibrated_low`), never the first entry of a generation.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from functools import cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECTIONS = ROOT / "benchmarks" / "calibration"
+# The folder of the points and their projection records, inside the installed package.
+PROJECTIONS: Any = resources.files("harness") / "calibration_points"
+TABLE = "published.json"
 
 
 @dataclass(frozen=True)
 class PublishedMeasurement:
-    source: str
+    id: str
+    source: dict[str, str]  # repository, path, commit
+    log_line: str  # the publisher's own line, the figures below transcribed from it
+    stack: str  # the publisher's training stack (its ratio says as much about it as about the chip)
+    stack_version: str
+    slicing: str  # single slice or several, as the source states it
+    provenance_ambiguous: bool  # the slicing (or the run) cannot be told from the sources
     catalog_key: str
     slice: str
     model: str  # bench's preset of the same architecture
     method: str  # full / lora
     global_batch: int
+    global_batch_basis: str
     seq_len: int
     measured_step_s: float
     measured_tokens_per_s_per_chip: float
     measured_tflops_per_chip: float | None  # the publisher's own count
-    stack: str = "MaxText"  # the publisher's training stack (what its ratio says as much about as the chip)
-    # The projection record of the same configuration (a file in PROJECTIONS), or None.
+    # The projection record of the same configuration (a file beside the table), or None.
     projection: str | None = None
     # What the publisher's run does that bench's compiled step does not (or the reverse).
     differences: str = ""
+
+    @property
+    def label(self) -> str:
+        """Where the point comes from, short: repository, folder, commit; its ambiguity said."""
+        folder = self.source["path"].rsplit("/", 1)[0]
+        said = " (provenance ambiguous: single or multi-slice)" if self.provenance_ambiguous else ""
+        return f"{self.source['repository']} {folder}@{self.source['commit'][:8]}{said}"
 
     @cached_property
     def projected(self) -> dict[str, Any] | None:
@@ -52,7 +76,7 @@ class PublishedMeasurement:
         if not self.projection:
             return None
         path = PROJECTIONS / self.projection
-        if not path.exists():
+        if not path.is_file():
             return None
         record = json.loads(path.read_text())
         mismatch = configuration_mismatch(self, record)
@@ -91,6 +115,23 @@ class PublishedMeasurement:
         return self.measured_tokens_per_s_per_chip / bound if bound else None
 
 
+def load_published(folder: Any = None) -> tuple[PublishedMeasurement, ...]:
+    """The points of `published.json` in `folder` (the package's by default); an entry
+    with a field missing or unknown is refused, naming the file, the entry and the field."""
+    path = (PROJECTIONS if folder is None else folder) / TABLE
+    names = {f.name for f in fields(PublishedMeasurement)}
+    required = {f.name for f in fields(PublishedMeasurement) if f.default is MISSING}
+    out = []
+    for i, entry in enumerate(json.loads(path.read_text())["points"]):
+        unknown = sorted(set(entry) - names)
+        missing = sorted(required - set(entry))
+        if unknown or missing:
+            field = (unknown or missing)[0]
+            raise ValueError(f"{path}: points[{i}].{field}: {'unknown field' if unknown else 'missing'}")
+        out.append(PublishedMeasurement(**entry))
+    return tuple(out)
+
+
 def configuration_mismatch(entry: PublishedMeasurement, record: dict[str, Any]) -> str | None:
     """Which field of a projection record differs from the published configuration
     (slice, model, method, global batch, sequence), or None."""
@@ -108,48 +149,7 @@ def configuration_mismatch(entry: PublishedMeasurement, record: dict[str, Any]) 
     return None
 
 
-MAXTEXT_DIFFERENCES = (
-    "MaxText runs 3 rows per chip in one forward pass, bench 1 row x 3 passes (3 rows in one pass need "
-    "32.91 GiB of temporaries per chip here, v6e allows 31.25); MaxText's remat policy 'custom' keeps the q/k/v/"
-    "out projections and layer inputs (offloaded to host memory), bench recomputes each decoder layer whole; "
-    "MaxText's splash blocks are 2,048 tokens, bench's 512; its XLA flags (collective overlap, sparse-core "
-    "all-reduce offload) are not set"
-)
-
-PUBLISHED: tuple[PublishedMeasurement, ...] = (
-    PublishedMeasurement(
-        source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8 (MaxText "
-        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
-        "3.443, TFLOP/s/device: 413.433, Tokens/s/device: 7138.890, total_weights: 196608'",
-        catalog_key="tpu-v6e",
-        slice="tpu-v6e-8",
-        model="llama-3.1-8b",
-        method="full",
-        global_batch=24,  # per_device_batch_size 3 x 8 chips (total_weights 196,608 = 24 x 8,192)
-        seq_len=8192,
-        measured_step_s=3.443,
-        measured_tokens_per_s_per_chip=7138.89,
-        measured_tflops_per_chip=413.433,
-        projection="llama31_8b_v6e-8.projection.json",
-        differences=MAXTEXT_DIFFERENCES,
-    ),
-    PublishedMeasurement(
-        source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-16 (MaxText "
-        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
-        "3.393, TFLOP/s/device: 419.485, Tokens/s/device: 7243.378, total_weights: 393216'",
-        catalog_key="tpu-v6e",
-        slice="tpu-v6e-16",
-        model="llama-3.1-8b",
-        method="full",
-        global_batch=48,  # per_device_batch_size 3 x 16 chips (total_weights 393,216 = 48 x 8,192)
-        seq_len=8192,
-        measured_step_s=3.393,
-        measured_tokens_per_s_per_chip=7243.378,
-        measured_tflops_per_chip=419.485,
-        projection="llama31_8b_v6e-16.projection.json",
-        differences=MAXTEXT_DIFFERENCES,
-    ),
-)
+PUBLISHED: tuple[PublishedMeasurement, ...] = load_published()
 
 
 def method_class(method: str) -> str:
@@ -199,7 +199,7 @@ class CalibratedLow:
 def published_points() -> list[CalibrationPoint]:
     """The published measurements that have a bound, as calibration points."""
     return [
-        CalibrationPoint(entry.source.split(" (")[0], entry.catalog_key, entry.method, entry.stack, ratio)
+        CalibrationPoint(entry.label, entry.catalog_key, entry.method, entry.stack, ratio)
         for entry in PUBLISHED
         if (ratio := entry.measured_over_bound) is not None
     ]

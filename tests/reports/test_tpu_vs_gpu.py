@@ -367,8 +367,8 @@ def _step_bound_recomputed(record: dict) -> float:
 
 def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_configuration():
     """harness/calibration.py: every published TPU measurement has the projection record
-    of its own configuration (slice, model, method, global batch, sequence) committed in
-    benchmarks/calibration/, written by `bench plan --compile-for`; its bound and
+    of its own configuration (slice, model, method, global batch, sequence) shipped in
+    harness/calibration_points/, written by `bench plan --compile-for`; its bound and
     measured / bound recomputed here from the record's programs and the datasheet."""
     import json
 
@@ -387,12 +387,44 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
         assert entry.measured_over_bound == pytest.approx(entry.measured_tokens_per_s_per_chip / bound, rel=1e-9)
         # The publisher's own step time says the same tokens: a check on the transcribed figures.
         assert entry.measured_tokens_per_s_per_chip == pytest.approx(tokens_per_chip / entry.measured_step_s, rel=2e-3)
+        # ... and its log line holds them
+        assert f"seconds: {entry.measured_step_s:.3f}" in entry.log_line
+        assert f"Tokens/s/device: {entry.measured_tokens_per_s_per_chip:.3f}" in entry.log_line
+        assert f"total_weights: {entry.global_batch * entry.seq_len}" in entry.log_line
+        assert len(entry.source["commit"]) == 40 and entry.source["path"].startswith("training/")
         assert 0 < entry.measured_over_bound < 1  # a bound: nothing runs faster than it
         # docs/measurements.md's calibration table shows the records' figures, not others
         row = next(line for line in table if f"| {entry.slice} |" in line)
         assert f"{entry.bound_tokens_per_s_per_chip:,.0f}" in row and f"**{entry.measured_over_bound:.3f}**" in row
     low = calibration.calibrated_low("full")
     assert low.same_class and low.ratio == min(e.measured_over_bound for e in calibration.PUBLISHED)
+
+
+def test_an_ambiguous_provenance_is_said_in_the_point_and_the_sentence():
+    """The v6e-16 line is also a 2-slice demo's example log: the point says so."""
+    from harness import calibration
+
+    (ambiguous,) = [e for e in calibration.PUBLISHED if e.provenance_ambiguous]
+    assert ambiguous.slice == "tpu-v6e-16" and "2 slices" in ambiguous.slicing
+    assert "provenance ambiguous: single or multi-slice" in ambiguous.label
+    assert "provenance ambiguous" in calibration.calibrated_low("full").note()
+
+
+def test_a_points_table_with_a_field_missing_or_unknown_is_refused_naming_it(tmp_path):
+    import json
+
+    from harness import calibration
+
+    doc = json.loads((calibration.PROJECTIONS / calibration.TABLE).read_text())
+    del doc["points"][1]["seq_len"]
+    (tmp_path / calibration.TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"published.json: points\[1\].seq_len: missing"):
+        calibration.load_published(tmp_path)
+    doc["points"][1]["seq_len"] = 8192
+    doc["points"][0]["ratio"] = 0.5  # a ratio is never typed in
+    (tmp_path / calibration.TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"points\[0\].ratio: unknown field"):
+        calibration.load_published(tmp_path)
 
 
 def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_is_refused(tmp_path, monkeypatch):
@@ -410,3 +442,47 @@ def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_
     monkeypatch.setattr(calibration, "PROJECTIONS", tmp_path)
     with pytest.raises(ValueError, match=r"shapes.seq_len is \[4096\], the published run's is \[8192\]"):
         replace(entry, projection="other.projection.json").measured_over_bound
+
+
+@pytest.mark.slow
+def test_a_built_wheel_ships_the_calibration_points(tmp_path):
+    """`pip wheel --no-deps .` (non-editable): the wheel holds the points table and every
+    projection record it names, and harness.calibration run from the unpacked wheel alone
+    (not this checkout) finds the points and their ratios."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    from harness import calibration
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
+        check=True,
+        capture_output=True,
+        cwd=calibration.ROOT,
+    )
+    (wheel,) = tmp_path.glob("bench-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "harness/calibration_points/published.json" in names
+    for entry in calibration.PUBLISHED:
+        assert f"harness/calibration_points/{entry.projection}" in names
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    code = (
+        "import json, harness.calibration as c; "
+        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED]]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+    )
+    where, points = json.loads(out.stdout)
+    assert where.startswith(str(unpacked))  # the wheel's copy, not this checkout's
+    assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in calibration.PUBLISHED]
+    assert all(ratio for _, ratio in points)
