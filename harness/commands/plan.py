@@ -22,12 +22,24 @@ def add_parser(sub) -> None:
         "a projection: fits, memory, FLOPs, collectives, a roofline bound (jax-tunix, torchax; BENCH_PYTHON_TPU)",
     )
     plan.add_argument(
+        "--project-for",
+        action="append",
+        default=[],
+        metavar="GPU:N",
+        help="project the train step on N GPUs of a catalog kind (h100-sxm:2, h200:1, b200:8, a100-40gb:1, l4:1; "
+        "repeatable) from bench's own FLOPs and bytes and the datasheet, with a calibrated range; no GPU needed",
+    )
+    plan.add_argument(
         "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
     )
     plan.set_defaults(dry_run=True)
 
 
 def run(args) -> int:
+    if args.project_for:
+        _project_gpus(args)
+        if not args.compile_for:
+            return 0
     if not args.compile_for:
         return run_command.run(args)
     from harness.display import show_projection
@@ -42,6 +54,34 @@ def run(args) -> int:
     for record in records:
         show_projection(record, Console())
     return 0  # a configuration that does not fit is an answer, not a failure
+
+
+def _project_gpus(args) -> None:
+    """--project-for: each card's projection, printed (or as JSON) and stored."""
+    from harness.gpu_projection import GpuRequest, lines, project
+
+    records = project(
+        GpuRequest(
+            scenario_path=args.scenario,
+            backend=args.backend,
+            targets=args.project_for,
+            overrides=dict(_overrides(args)),
+            profile=args.profile,
+            results_dir=Path(args.results_dir),
+            prices_file=args.prices,
+        )
+    )
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return
+    for record in records:
+        print("\n".join(lines(record)))
+
+
+def _overrides(args):
+    from harness.loader import parse_override
+
+    return [parse_override(s) for s in args.set]
 
 
 def _request(args):

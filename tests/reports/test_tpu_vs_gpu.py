@@ -465,14 +465,14 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     )
     (wheel,) = tmp_path.glob("bench-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "harness/calibration_points/published.json" in names
+    assert {"harness/calibration_points/published.json", "harness/calibration_points/gpu_published.json"} <= names
     for entry in calibration.PUBLISHED:
         assert f"harness/calibration_points/{entry.projection}" in names
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     code = (
         "import json, harness.calibration as c; "
-        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED]]))"
+        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED + c.GPU_PUBLISHED]]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -484,5 +484,6 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     )
     where, points = json.loads(out.stdout)
     assert where.startswith(str(unpacked))  # the wheel's copy, not this checkout's
-    assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in calibration.PUBLISHED]
+    shipped = calibration.PUBLISHED + calibration.GPU_PUBLISHED
+    assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in shipped]
     assert all(ratio for _, ratio in points)
