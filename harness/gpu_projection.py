@@ -52,8 +52,9 @@ COMPUTE_COPY_BYTES = 2  # a full fine-tune writes back its 16-bit compute copy
 
 
 @dataclass(frozen=True)
-class GpuCard:
-    """N GPUs of one catalog kind in one host, with their datasheet figures."""
+class Card:
+    """N GPUs of one catalog kind in one host, with their datasheet figures (or, for
+    `--recommend`, a TPU slice's chips: tpu_card)."""
 
     key: str
     count: int
@@ -68,8 +69,8 @@ class GpuCard:
         return f"{self.count}x {self.key}"
 
 
-def gpu_card(text: str, source: str = "--project-for") -> GpuCard:
-    """`h100-sxm:2` (a catalog key and a GPU count, 1 to 8) as a GpuCard; refused,
+def gpu_card(text: str, source: str = "--project-for") -> Card:
+    """`h100-sxm:2` (a catalog key and a GPU count, 1 to 8) as a Card; refused,
     naming the flag, where the key has no datasheet figures or the count is not one host's."""
     from harness.accelerators import GPU_PROJECTION_DATASHEET, peak_flops
 
@@ -82,7 +83,7 @@ def gpu_card(text: str, source: str = "--project-for") -> GpuCard:
         raise SpecError(source, text, f"no datasheet figures for {key!r}; known: {', '.join(GPU_PROJECTION_DATASHEET)}")
     if not 1 <= count <= ONE_HOST_GPUS:
         raise SpecError(source, text, f"{count} GPUs: the projection models one host's links, 1 to {ONE_HOST_GPUS}")
-    return GpuCard(
+    return Card(
         key,
         count,
         peak_flops(key),
@@ -101,7 +102,7 @@ class Work:
     memory_bytes: float
     wire_bytes: float
 
-    def terms(self, card: GpuCard) -> dict[str, Any]:
+    def terms(self, card: Card) -> dict[str, Any]:
         """Each term's seconds on the card, the bound (the largest) and which term it is."""
         seconds = {
             "compute": self.flops / card.peak_flops,
@@ -168,7 +169,7 @@ def update_work(shape: StepShape) -> Work:
     return Work(0.0, memory, wire)
 
 
-def step_bound(shape: StepShape, seq_len: int, card: GpuCard) -> dict[str, Any]:
+def step_bound(shape: StepShape, seq_len: int, card: Card) -> dict[str, Any]:
     """The step's bound at one padded length: micro-batches x the micro-batch's bound +
     the update's, each term shown."""
     micro = micro_batch_work(shape, seq_len).terms(card)
@@ -205,19 +206,23 @@ def shape_of_plan(plan, arch: dict[str, Any]) -> StepShape:
     )
 
 
-def fits(shape: StepShape, seq_len: int, card: GpuCard) -> tuple[bool, float]:
+def fits(shape: StepShape, seq_len: int, card: Card) -> tuple[bool, float]:
     """(fits, bytes per GPU) by bench's memory model: the resident weights, gradients and
-    AdamW state sharded over fsdp, plus one micro-batch's activations."""
+    AdamW state sharded over fsdp, plus one micro-batch's activations (with
+    checkpointing: each layer's input, and one layer's full stash while it is
+    recomputed)."""
     from harness.metrics import matmul_weights
     from harness.plan import activation_bytes_per_token
 
     layers, head = matmul_weights(shape.arch)
     frozen = (layers + head) * shape.weight_bytes if shape.lora else 0
     trained = shape.trainable * (4 + 4 + 8)  # fp32 master, gradient, two moments
-    activations = activation_bytes_per_token(
-        shape.arch, "bf16" if shape.compute_bytes == 2 else "fp32", "sdpa", seq_len
-    )
-    need = (frozen + trained) / shape.fsdp + shape.rows_per_gpu * seq_len * activations
+    dtype = "bf16" if shape.compute_bytes == 2 else "fp32"
+    per_token = activation_bytes_per_token(shape.arch, dtype, "sdpa", seq_len)
+    if shape.checkpointing:
+        n = shape.arch["num_layers"]
+        per_token = n * shape.arch["hidden_size"] * shape.compute_bytes + per_token / n
+    need = (frozen + trained) / shape.fsdp + shape.rows_per_gpu * seq_len * per_token
     return need <= card.memory_bytes, need
 
 
@@ -225,15 +230,20 @@ def fits(shape: StepShape, seq_len: int, card: GpuCard) -> tuple[bool, float]:
 GPU_BACKEND = "torch"  # whose capabilities the plan is checked against when --backend names none
 
 
-def project_scenario(scenario, card: GpuCard, price, capabilities, source: str) -> dict[str, Any]:
+def project_scenario(
+    scenario, card: Card, price, capabilities, source: str, device_kind: str = "cuda", points=None
+) -> dict[str, Any]:
     """One resolved scenario projected on `card`: the plan on its GPUs, the bound per
     padded length the whole fine-tune meets, the fit, the rates and $ as bound and as
-    calibrated range, the whole fine-tune. Labelled projected throughout."""
+    calibrated range (from `points`, the published GPU runs by default), the whole
+    fine-tune. Labelled projected throughout."""
     from harness import plan as plans
     from harness.calibration import calibrated_low, gpu_points
     from harness.fine_tune import fine_tune_work
 
-    plan = plans.resolve(scenario, "cuda", card.count, capabilities, source, device_memory_bytes=int(card.memory_bytes))
+    plan = plans.resolve(
+        scenario, device_kind, card.count, capabilities, source, device_memory_bytes=int(card.memory_bytes)
+    )
     arch = scenario.model.architecture()
     shape = shape_of_plan(plan, arch)
     work = fine_tune_work(scenario, plan.rows_per_forward)
@@ -244,7 +254,7 @@ def project_scenario(scenario, card: GpuCard, price, capabilities, source: str) 
     time_s = sum(count * micro[n] for n, count in work.micro_batches.items()) + work.steps * update_s
     fit, need = fits(shape, longest, card)
     rate = price.usd_per_chip_hour if price else None
-    low = calibrated_low(plan.method, gpu_points())
+    low = calibrated_low(plan.method, gpu_points() if points is None else points)
     tokens_bound = plan.rows_per_step * longest / card.count / bounds[longest]["step_s"]
     real = tokens_bound * work.real_fraction[longest]
     usd = time_s / 3600 * card.count * rate if rate else None
@@ -277,9 +287,11 @@ def _calibrated(low, real: float, rate, time_s: float, usd) -> dict[str, Any]:
     """The calibrated end of each figure: the bound's rate x the lowest measured / bound
     of the method's class, its $ and time / it; the points named."""
     if low is None:
-        return {"ratio": None, "note": "no published GPU run is calibrated: the bound alone"}
+        return {"ratio": None, "same_class": None, "note": "no published run is calibrated: the bound alone"}
     return {
         "ratio": low.ratio,
+        "same_class": low.same_class,
+        "method_class": low.method_class,
         "real_tokens_per_s_per_gpu": real * low.ratio,
         "usd_per_1m_real_tokens": usd_per_1m(real * low.ratio, rate),
         "fine_tune_time_s": time_s / low.ratio,

@@ -30,12 +30,20 @@ def add_parser(sub) -> None:
         "repeatable) from bench's own FLOPs and bytes and the datasheet, with a calibrated range; no GPU needed",
     )
     plan.add_argument(
+        "--recommend",
+        action="store_true",
+        help="rank every catalog option (TPU slices, GPU kinds x counts) by projected $ and time per fine-tune, each a "
+        "range, with fit and the binding term (harness/recommend.py); no device needed",
+    )
+    plan.add_argument(
         "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
     )
     plan.set_defaults(dry_run=True)
 
 
 def run(args) -> int:
+    if args.recommend:
+        return _recommend(args)
     if args.project_for:
         _project_gpus(args)
         if not args.compile_for:
@@ -76,6 +84,20 @@ def _project_gpus(args) -> None:
         return
     for record in records:
         print("\n".join(lines(record)))
+
+
+def _recommend(args) -> int:
+    """--recommend: the ranked table, per matrix cell."""
+    from harness.cost import load_catalog
+    from harness.loader import resolve_runs
+    from harness.recommend import options, table_lines
+
+    runs = resolve_runs(args.scenario, dict(_overrides(args)), None)  # full shape: no device profile
+    catalog = load_catalog(args.prices)
+    for run in [r for r in runs if r.repeat == 0]:
+        print(f"{run.scenario.name} [{run.variant}]:")
+        print("\n".join(table_lines(options(run.scenario, catalog, args.backend))))
+    return 0
 
 
 def _overrides(args):
