@@ -106,3 +106,22 @@ def test_the_table_says_projected_fit_binding_term_and_the_calibration_sources(w
     assert f"${first.usd[0]:.3g}-${first.usd[1]:.3g}" in text
     assert "calibrated end (TPU): the lowest measured / bound of the adapter points: github.com/NVIDIA-NeMo" in text
     assert any(o.fits is False for o in w3_options) and " NO " in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["scenarios/gemma270m.yaml", "scenarios/w3_gemma_lora_tunix.yaml"])
+def test_docs_accelerators_shows_what_recommend_prints_for_w1_and_w3(path):
+    """docs/accelerators.md's W1 and W3 tables: every row shown is the row printed now."""
+    import re
+    from pathlib import Path
+
+    from harness.cost import load_catalog
+    from harness.recommend import options, table_lines
+
+    doc = Path("docs/accelerators.md").read_text()
+    block = re.search(rf"`bench plan {re.escape(path)} --recommend`.*?```text\n(.*?)```", doc, flags=re.S).group(1)
+    printed = {tuple(line.split()) for line in table_lines(options(_resolved(path), load_catalog()))}
+    rows = [line for line in block.splitlines() if re.match(r"\s*(\d+|-)\s", line)]
+    assert len(rows) >= 10
+    for row in rows:
+        assert tuple(row.split()) in printed, row
