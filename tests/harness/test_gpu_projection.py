@@ -203,3 +203,16 @@ def test_bench_plan_project_for_prints_a_bound_and_a_calibrated_range_with_sourc
     assert record["tokens_per_s_per_gpu_bound"] == pytest.approx(record["plan"]["rows_per_step"] * 512 / step)
     ft = record["fine_tune"]
     assert record["calibration"]["fine_tune_time_s"] == pytest.approx(ft["time_s"] / low)
+
+
+def test_docs_measurements_shows_each_gpu_point_s_bound_and_ratio():
+    from pathlib import Path
+
+    from harness.calibration import GPU_PUBLISHED
+
+    section = Path("docs/measurements.md").read_text().split("(#43)", 1)[1]
+    for run in GPU_PUBLISHED:
+        ratio = f"| {run.measured_over_bound:.3f} |"
+        rows = [line for line in section.splitlines() if line.startswith("|") and ratio in line]
+        assert len(rows) == 1, run.id
+        assert f"{run.bound_tokens_per_s_per_gpu:,.0f}" in rows[0]

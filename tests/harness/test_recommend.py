@@ -125,3 +125,19 @@ def test_docs_accelerators_shows_what_recommend_prints_for_w1_and_w3(path):
     assert len(rows) >= 10
     for row in rows:
         assert tuple(row.split()) in printed, row
+
+
+def test_docs_measurements_shows_each_tpu_point_s_analytic_bound_and_ratio():
+    from pathlib import Path
+
+    from harness.calibration import PUBLISHED
+    from harness.recommend import tpu_points
+
+    section = Path("docs/measurements.md").read_text().split("(#43)", 1)[1]
+    for entry, point in zip(PUBLISHED, tpu_points()):
+        analytic = entry.measured_tokens_per_s_per_chip / point.ratio
+        (row,) = [
+            line for line in section.splitlines() if line.startswith("|") and f"({entry.source['commit'][:8]})" in line
+        ]
+        assert row.endswith(f"| {analytic:,.0f} | {point.ratio:.3f} |"), row
+        assert f"| {entry.measured_over_bound:.3f} |" in row
