@@ -308,8 +308,7 @@ def calibrated_range_lines(record) -> list[str]:
     """The longest fitting shape's rate and $ as a range (reports/tpu_vs_gpu.py's rule):
     the bound's end (the best case) and the end at the lowest calibrated measured / bound
     of the method's class, naming its points; the whole fine-tune's $ likewise."""
-    from harness.calibration import calibrated_low
-    from reports.tpu_vs_gpu import calibrated_fine_tune_usd, method_of
+    from harness.calibration import calibrated_fine_tune_usd, calibrated_low, method_of
 
     fitting = [s for s in record.shapes if s.fits and s.real_tokens_per_s_per_chip_bound]
     if not fitting:

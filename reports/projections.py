@@ -70,8 +70,7 @@ def _matches(record, projection) -> bool:
 def calibrated_ends(projection, shape) -> tuple[float | None, float | None, str]:
     """(real tokens/s per chip, $/1M real tokens) at the lowest calibrated measured /
     bound of the projection's method class, and the note naming its points."""
-    from harness.calibration import calibrated_low
-    from reports.tpu_vs_gpu import method_of
+    from harness.calibration import calibrated_low, method_of
 
     low = calibrated_low(method_of(projection))
     if low is None:

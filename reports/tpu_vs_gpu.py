@@ -158,28 +158,9 @@ class PairRange:
     calibrated: Any  # harness.calibration.CalibratedLow, or None: no point calibrated at all
 
 
-def method_of(projection) -> str:
-    """The projection's train method (its calibration class), refused where the record lacks it."""
-    try:
-        return projection.scenario["resolved"]["train"]["method"]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"projection {projection.scenario.get('name')}: scenario.resolved.train.method missing"
-        ) from None
-
-
-def calibrated_fine_tune_usd(ft, ratio: float) -> float | None:
-    """The whole fine-tune's $ with every step at the calibrated rate (bound / ratio).
-    Only a time that is steps alone scales so (a TPU projection: setup not projected,
-    compiles apart); any other is not scaled (None)."""
-    if ft is None or ft.usd is None or ft.compile_in_time or ft.setup_s is not None:
-        return None
-    return ft.usd / ratio
-
-
 def pair_range(projection, group, calibration=None) -> PairRange:
     """The pair's figures: bound ends and calibrated ends (PairRange)."""
-    from harness.calibration import calibrated_low
+    from harness.calibration import calibrated_fine_tune_usd, calibrated_low, method_of
     from reports.projections import fine_tune_of
 
     shape = max(projection.shapes, key=lambda s: s.seq_len)

@@ -487,3 +487,18 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     shipped = calibration.PUBLISHED + calibration.GPU_PUBLISHED
     assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in shipped]
     assert all(ratio for _, ratio in points)
+
+
+def test_only_a_steps_only_fine_tune_is_scaled_and_a_projection_without_its_method_is_refused(page):
+    from harness.calibration import calibrated_fine_tune_usd, method_of
+
+    ft = page["projection"].fine_tune
+    assert calibrated_fine_tune_usd(ft, 0.5) == pytest.approx(ft.usd / 0.5)
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"compile_in_time": True}), 0.5) is None
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"setup_s": 3.0}), 0.5) is None
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"usd": None}), 0.5) is None
+    assert calibrated_fine_tune_usd(None, 0.5) is None
+    assert method_of(page["projection"]) == "lora"
+    bare = page["projection"].model_copy(update={"scenario": {"name": "x", "variant": "default"}})
+    with pytest.raises(ValueError, match=r"projection x: scenario.resolved.train.method missing"):
+        method_of(bare)
