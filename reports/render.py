@@ -216,7 +216,7 @@ def _md_slo_rates(slo_rates: list[dict]) -> list[str]:
     return _md_table("Highest request rate within the SLO", headers, rows)
 
 
-def _usd_range(low: float, high: float | None, spec: str) -> str:
+def _range_text(low: float, high: float | None, spec: str) -> str:
     """A figure, or a projected row's range "low-high" (reports/tpu_vs_gpu.py)."""
     return f"{low:{spec}}" if high is None else f"{low:{spec}}-{high:{spec}}"
 
@@ -241,11 +241,11 @@ def _md_workloads(workloads: list) -> list[str]:
                 w.run,
                 f"{w.fine_tunes:g}",
                 f"{w.served_tokens_millions:g}",
-                f"{_usd_range(w.train_usd, w.train_usd_high, '.4g')} ({w.train_basis})",
+                f"{_range_text(w.train_usd, w.train_usd_high, '.4g')} ({w.train_basis})",
                 f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
-                _usd_range(w.total_usd, w.total_usd_high, ".4g")
+                _range_text(w.total_usd, w.total_usd_high, ".4g")
                 + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
-                _usd_range(w.ratio_to_first, w.ratio_to_first_high, ".3f"),
+                _range_text(w.ratio_to_first, w.ratio_to_first_high, ".3f"),
                 w.serve_basis,
             )
         ]
