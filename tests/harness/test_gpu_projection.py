@@ -216,3 +216,55 @@ def test_docs_measurements_shows_each_gpu_point_s_bound_and_ratio():
         rows = [line for line in section.splitlines() if line.startswith("|") and ratio in line]
         assert len(rows) == 1, run.id
         assert f"{run.bound_tokens_per_s_per_gpu:,.0f}" in rows[0]
+
+
+def test_a_scenario_projected_in_process_states_its_terms_range_and_record(tmp_path):
+    """project() and lines() without the CLI: W1 on 2 H100s (fsdp over both): the links
+    term is there, the record holds what the lines print, the range's ends are the bound
+    and the bound x the adapter points' lowest ratio."""
+    from harness.calibration import GPU_PUBLISHED
+    from harness.gpu_projection import GpuRequest, lines, project
+
+    (record,) = project(GpuRequest("scenarios/gemma270m.yaml", "gpu-fsdp", ["h100-sxm:2"], {}, "auto", tmp_path, None))
+    assert record["card"] == {"name": "2x h100-sxm", "key": "h100-sxm", "count": 2, "link": "NVLink 4"}
+    assert record["plan"]["mesh"]["fsdp"] == 2 and record["backend"] == "gpu-fsdp"
+    (length,) = record["bounds"]
+    micro = record["bounds"][length]["micro_batch"]
+    assert micro["links_s"] > 0 and micro["bound_s"] == max(micro["compute_s"], micro["memory_s"], micro["links_s"])
+    low = min(r.measured_over_bound for r in GPU_PUBLISHED if r.method == "lora")
+    cal = record["calibration"]
+    assert cal["ratio"] == pytest.approx(low) and cal["same_class"] and cal["method_class"] == "adapter"
+    real = record["real_tokens_per_s_per_gpu_bound"]
+    assert cal["real_tokens_per_s_per_gpu"] == pytest.approx(real * low)
+    rate = record["price"]["usd_per_chip_hour"]
+    assert record["usd_per_1m_real_tokens_bound"] == pytest.approx(rate / 3600 / real * 1e6)
+    assert cal["usd_per_1m_real_tokens"] == pytest.approx(record["usd_per_1m_real_tokens_bound"] / low)
+    ft = record["fine_tune"]
+    assert ft["usd"] == pytest.approx(ft["time_s"] / 3600 * 2 * rate)
+    assert cal["fine_tune_usd"] == pytest.approx(ft["usd"] / low)
+    stored = json.loads(next(tmp_path.glob("*.gpu-projection.json")).read_text())
+    assert stored["label"] == "PROJECTED (not measured)" and stored["fine_tune"] == ft
+    text = "\n".join(lines(record))
+    assert text.startswith("PROJECTED (not measured): gemma270m [default] on 2x h100-sxm (gpu-fsdp's plan)")
+    assert f"links {micro['links_s']:.4g} s" in text
+    assert f"calibrated range: {real * low:.4g}-{real:.4g} real tokens/s per GPU" in text
+    assert f"whole fine-tune: {ft['steps']} steps, {ft['time_s'] / 60:.3g}-{ft['time_s'] / low / 60:.3g} min" in text
+
+
+def test_without_a_calibration_point_the_projection_says_the_bound_alone():
+    from harness.gpu_projection import _calibrated, _range_lines
+
+    cal = _calibrated(None, 100.0, 2.0, 60.0, 1.0)
+    assert cal == {"ratio": None, "same_class": None, "note": "no published run is calibrated: the bound alone"}
+    record = {"calibration": cal, "fine_tune": {"steps": 3, "time_s": 60.0, "usd": 1.0}}
+    assert _range_lines(record) == [
+        "  calibrated range: none (no published run is calibrated: the bound alone)",
+        "  whole fine-tune: 3 steps, >= 1 min, >= $1.00 (the bound alone, a best case)",
+    ]
+
+
+@pytest.mark.parametrize("usd, text", [(1234.5, "$1,234.50"), (1.0, "$1.00"), (0.01234, "$0.0123")])
+def test_dollars_read_to_the_cent_or_three_figures_under_a_dollar(usd, text):
+    from harness.gpu_projection import usd_text
+
+    assert usd_text(usd) == text
