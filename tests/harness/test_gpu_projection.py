@@ -268,3 +268,38 @@ def test_dollars_read_to_the_cent_or_three_figures_under_a_dollar(usd, text):
     from harness.gpu_projection import usd_text
 
     assert usd_text(usd) == text
+
+
+def test_a_gpu_points_table_with_a_field_missing_or_unknown_is_refused_naming_it(tmp_path):
+    from harness import calibration
+
+    doc = json.loads((calibration.PROJECTIONS / calibration.GPU_TABLE).read_text())
+    del doc["points"][2]["seq_len"]
+    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"gpu_published.json: points\[2\].seq_len: missing"):
+        calibration.load_gpu_published(tmp_path)
+    doc["points"][2]["seq_len"] = 4096
+    doc["points"][1]["ratio"] = 0.5  # a ratio is never typed in
+    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"points\[1\].ratio: unknown field"):
+        calibration.load_gpu_published(tmp_path)
+    del doc["points"][1]["ratio"]
+    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
+    loaded = calibration.load_gpu_published(tmp_path)
+    assert [r.id for r in loaded] == [r.id for r in calibration.GPU_PUBLISHED]
+    assert loaded[2].measured_tokens_per_s_per_gpu == 608.42 and loaded[2].lora_targets[0] == "q_proj"
+
+
+def test_the_fit_counts_resident_state_over_fsdp_and_one_micro_batchs_activations():
+    from harness.gpu_projection import fits, gpu_card
+
+    a, w, seq = ARCH, _weights(ARCH), 128
+    card = gpu_card("l4:4")
+    per_token = a["num_layers"] * (17 * a["hidden_size"] + 8 * a["intermediate_size"])  # bf16
+    ok, need = fits(_shape(), seq, card)
+    assert ok and need == pytest.approx(w * 16 / 4 + 2 * seq * per_token)
+    lora_ok, lora_need = fits(_shape(lora=True, trainable=1000, checkpointing=True), seq, card)
+    kept = a["num_layers"] * a["hidden_size"] * 2 + per_token / a["num_layers"]  # layer inputs + one layer's stash
+    assert lora_need == pytest.approx((w * 2 + 1000 * 16) / 4 + 2 * seq * kept)
+    huge = dict(ARCH, vocab_size=10**9)
+    assert not fits(_shape(arch=huge, trainable=_weights(huge)), seq, card)[0]  # 16 TB of state on 4 L4s
