@@ -110,6 +110,51 @@ GPU_HBM_BYTES_PER_S: dict[str, float] = {
 }
 
 
+# The GPU projection's datasheet figures (issue 43: `bench plan --project-for KEY:N`,
+# harness/gpu_projection.py), per GPU, from NVIDIA's datasheets: memory capacity in
+# bytes (GB = 10^9 bytes, as the datasheets write it), memory bandwidth in bytes/s, and
+# the GPU-to-GPU link (bidirectional, bytes/s) with its name. Kept apart from the
+# tables above so that additions elsewhere do not collide with them.
+GPU_PROJECTION_DATASHEET: dict[str, dict[str, float | str]] = {
+    "h100-sxm": {  # NVIDIA H100 Tensor Core GPU datasheet, SXM: 80 GB HBM3, 3.35 TB/s, NVLink 900 GB/s
+        "memory_bytes": 80e9,
+        "memory_bytes_per_s": 3.35e12,
+        "link_bytes_per_s": 900e9,
+        "link": "NVLink 4",
+    },
+    "h200": {  # NVIDIA H200 Tensor Core GPU datasheet, SXM: 141 GB HBM3e, 4.8 TB/s, NVLink 900 GB/s
+        "memory_bytes": 141e9,
+        "memory_bytes_per_s": 4.8e12,
+        "link_bytes_per_s": 900e9,
+        "link": "NVLink 4",
+    },
+    "b200": {  # NVIDIA DGX B200 datasheet: 1,440 GB and 64 TB/s HBM3e over 8 GPUs; NVLink 5 1.8 TB/s per GPU
+        "memory_bytes": 180e9,
+        "memory_bytes_per_s": 8e12,
+        "link_bytes_per_s": 1800e9,
+        "link": "NVLink 5",
+    },
+    "a100-40gb": {  # NVIDIA A100 Tensor Core GPU datasheet, SXM 40 GB: HBM2 1,555 GB/s, NVLink 600 GB/s
+        "memory_bytes": 40e9,
+        "memory_bytes_per_s": 1555e9,
+        "link_bytes_per_s": 600e9,
+        "link": "NVLink 3",
+    },
+    "a100-80gb": {  # NVIDIA A100 Tensor Core GPU datasheet, SXM 80 GB: HBM2e 2,039 GB/s, NVLink 600 GB/s
+        "memory_bytes": 80e9,
+        "memory_bytes_per_s": 2039e9,
+        "link_bytes_per_s": 600e9,
+        "link": "NVLink 3",
+    },
+    "l4": {  # NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s; no NVLink: PCIe Gen4 x16, 64 GB/s both ways
+        "memory_bytes": 24e9,
+        "memory_bytes_per_s": 300e9,
+        "link_bytes_per_s": 64e9,
+        "link": "PCIe Gen4 x16",
+    },
+}
+
+
 def interconnect_bytes_per_s(key: str) -> float | None:
     """A chip's inter-chip bandwidth (ICI on a TPU, NVLink on a GPU), or None if unknown."""
     return ICI_BYTES_PER_S.get(key) or NVLINK_BYTES_PER_S.get(key)

@@ -1,48 +1,73 @@
 """The projection's calibration: measured / bound where a measurement of the same
-configuration exists (issue 37; docs/measurements.md, "Calibration").
+configuration exists (issues 37 and 43; docs/measurements.md, "Calibration").
 
 A roofline bound (harness/projection.py) is a lower bound on step time; what a real
 step takes is some fraction of it. That fraction is known only where a measurement and
 the same configuration's bound meet: a published TPU training measurement re-projected
-through a bench backend at the same model, batch, sequence and slice, or a GPU run whose
-compiled step the device suite also bounded (benchmarks/gpu_calibration.py).
+through a bench backend at the same model, method, batch, sequence and slice, or a GPU
+run whose compiled step the device suite also bounded (benchmarks/gpu_calibration.py).
 
-Each published entry carries its full configuration and its source. Its bound is never
-typed in: it is read from the projection record `bench plan --compile-for` wrote for that
-configuration, committed beside this table (benchmarks/calibration/, each file's
-provenance says the command, the compile host and the library versions). An entry whose
-record is missing, or whose record does not have the entry's configuration, has no
-ratio. Standard library only (the core imports no framework).
+The points are package data, shipped with bench (harness/calibration_points/, read with
+importlib.resources, so a non-editable install has them): `published.json` holds each
+point's full configuration, its source (repository, path and commit), the publisher's
+log line, its stack, its slicing (and whether that is ambiguous) and what it does that
+bench's compiled step does not. Its bound is never typed in: it is read from the
+projection record `bench plan --compile-for` wrote for that configuration, in the same
+folder (each file's provenance says the command, the compile host and the library
+versions). An entry whose record is missing has no ratio; one whose record does not have
+the entry's configuration is refused. Standard library only (the core imports no
+framework).
+
+Applied by method class (`method_class`: adapter = LoRA, or full): the calibrated end of
+a projection's range is the lowest measured / bound of its class, or of all points where
+its class has none (`calibrated_low`), never the first entry of a generation.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from functools import cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECTIONS = ROOT / "benchmarks" / "calibration"
+# The folder of the points and their projection records, inside the installed package.
+PROJECTIONS: Any = resources.files("harness") / "calibration_points"
+TABLE = "published.json"
 
 
 @dataclass(frozen=True)
 class PublishedMeasurement:
-    source: str
+    id: str
+    source: dict[str, str]  # repository, path, commit
+    log_line: str  # the publisher's own line, the figures below transcribed from it
+    stack: str  # the publisher's training stack (its ratio says as much about it as about the chip)
+    stack_version: str
+    slicing: str  # single slice or several, as the source states it
+    provenance_ambiguous: bool  # the slicing (or the run) cannot be told from the sources
     catalog_key: str
     slice: str
     model: str  # bench's preset of the same architecture
     method: str  # full / lora
     global_batch: int
+    global_batch_basis: str
     seq_len: int
     measured_step_s: float
     measured_tokens_per_s_per_chip: float
     measured_tflops_per_chip: float | None  # the publisher's own count
-    # The projection record of the same configuration (a file in PROJECTIONS), or None.
+    # The projection record of the same configuration (a file beside the table), or None.
     projection: str | None = None
     # What the publisher's run does that bench's compiled step does not (or the reverse).
     differences: str = ""
+
+    @property
+    def label(self) -> str:
+        """Where the point comes from, short: repository, folder, commit; its ambiguity said."""
+        folder = self.source["path"].rsplit("/", 1)[0]
+        said = " (provenance ambiguous: single or multi-slice)" if self.provenance_ambiguous else ""
+        return f"{self.source['repository']} {folder}@{self.source['commit'][:8]}{said}"
 
     @cached_property
     def projected(self) -> dict[str, Any] | None:
@@ -51,7 +76,7 @@ class PublishedMeasurement:
         if not self.projection:
             return None
         path = PROJECTIONS / self.projection
-        if not path.exists():
+        if not path.is_file():
             return None
         record = json.loads(path.read_text())
         mismatch = configuration_mismatch(self, record)
@@ -90,6 +115,23 @@ class PublishedMeasurement:
         return self.measured_tokens_per_s_per_chip / bound if bound else None
 
 
+def load_published(folder: Any = None) -> tuple[PublishedMeasurement, ...]:
+    """The points of `published.json` in `folder` (the package's by default); an entry
+    with a field missing or unknown is refused, naming the file, the entry and the field."""
+    path = (PROJECTIONS if folder is None else folder) / TABLE
+    names = {f.name for f in fields(PublishedMeasurement)}
+    required = {f.name for f in fields(PublishedMeasurement) if f.default is MISSING}
+    out = []
+    for i, entry in enumerate(json.loads(path.read_text())["points"]):
+        unknown = sorted(set(entry) - names)
+        missing = sorted(required - set(entry))
+        if unknown or missing:
+            field = (unknown or missing)[0]
+            raise ValueError(f"{path}: points[{i}].{field}: {'unknown field' if unknown else 'missing'}")
+        out.append(PublishedMeasurement(**entry))
+    return tuple(out)
+
+
 def configuration_mismatch(entry: PublishedMeasurement, record: dict[str, Any]) -> str | None:
     """Which field of a projection record differs from the published configuration
     (slice, model, method, global batch, sequence), or None."""
@@ -107,54 +149,195 @@ def configuration_mismatch(entry: PublishedMeasurement, record: dict[str, Any]) 
     return None
 
 
-MAXTEXT_DIFFERENCES = (
-    "MaxText runs 3 rows per chip in one forward pass, bench 1 row x 3 passes (3 rows in one pass need "
-    "32.91 GiB of temporaries per chip here, v6e allows 31.25); MaxText's remat policy 'custom' keeps the q/k/v/"
-    "out projections and layer inputs (offloaded to host memory), bench recomputes each decoder layer whole; "
-    "MaxText's splash blocks are 2,048 tokens, bench's 512; its XLA flags (collective overlap, sparse-core "
-    "all-reduce offload) are not set"
-)
-
-PUBLISHED: tuple[PublishedMeasurement, ...] = (
-    PublishedMeasurement(
-        source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8 (MaxText "
-        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
-        "3.443, TFLOP/s/device: 413.433, Tokens/s/device: 7138.890, total_weights: 196608'",
-        catalog_key="tpu-v6e",
-        slice="tpu-v6e-8",
-        model="llama-3.1-8b",
-        method="full",
-        global_batch=24,  # per_device_batch_size 3 x 8 chips (total_weights 196,608 = 24 x 8,192)
-        seq_len=8192,
-        measured_step_s=3.443,
-        measured_tokens_per_s_per_chip=7138.89,
-        measured_tflops_per_chip=413.433,
-        projection="llama31_8b_v6e-8.projection.json",
-        differences=MAXTEXT_DIFFERENCES,
-    ),
-    PublishedMeasurement(
-        source="github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-16 (MaxText "
-        "tpu-recipes-v0.1.4, JAX 0.6.1, llama3_1_8b_8192_no_collective_matmul): 'completed step: 14, seconds: "
-        "3.393, TFLOP/s/device: 419.485, Tokens/s/device: 7243.378, total_weights: 393216'",
-        catalog_key="tpu-v6e",
-        slice="tpu-v6e-16",
-        model="llama-3.1-8b",
-        method="full",
-        global_batch=48,  # per_device_batch_size 3 x 16 chips (total_weights 393,216 = 48 x 8,192)
-        seq_len=8192,
-        measured_step_s=3.393,
-        measured_tokens_per_s_per_chip=7243.378,
-        measured_tflops_per_chip=419.485,
-        projection="llama31_8b_v6e-16.projection.json",
-        differences=MAXTEXT_DIFFERENCES,
-    ),
-)
+PUBLISHED: tuple[PublishedMeasurement, ...] = load_published()
 
 
-def measured_over_bound(catalog_key: str) -> tuple[float, str] | None:
-    """(measured / bound, its source) of the first published measurement on this
-    generation that has been re-projected; None where none has."""
-    for entry in PUBLISHED:
-        if entry.catalog_key == catalog_key and entry.measured_over_bound is not None:
-            return entry.measured_over_bound, entry.source.split(" (")[0]
-    return None
+def method_class(method: str) -> str:
+    """A train method's calibration class: `adapter` (LoRA: frozen base, small trained
+    matrices) or `full`. The class matters as much as the chip: an adapter step moves the
+    frozen weights for little compute, and public LoRA ports sit far below their bound."""
+    return "adapter" if method == "lora" else "full"
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    """One measured / bound: where it was measured (its source, short), on which
+    generation, of which method and stack."""
+
+    source: str
+    catalog_key: str
+    method: str
+    stack: str
+    ratio: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} ({self.catalog_key}, {self.method}, {self.stack}): {self.ratio:.3g}"
+
+
+@dataclass(frozen=True)
+class CalibratedLow:
+    """The lower end of a projection's range: the lowest measured / bound among the
+    points of the projection's method class, or of all points where that class has none
+    (`same_class` False, and the sentence says so)."""
+
+    ratio: float
+    point: CalibrationPoint
+    method_class: str
+    same_class: bool
+    pool: tuple[CalibrationPoint, ...]  # the points the lowest was taken from
+
+    def note(self) -> str:
+        basis = (
+            f"the lowest measured / bound of the {self.method_class} points"
+            if self.same_class
+            else f"no {self.method_class} point is calibrated, so the lowest measured / bound of all points"
+        )
+        return f"{basis}: {self.point.label}; points: {'; '.join(p.label for p in self.pool)}"
+
+
+def published_points() -> list[CalibrationPoint]:
+    """The published measurements that have a bound, as calibration points."""
+    return [
+        CalibrationPoint(entry.label, entry.catalog_key, entry.method, entry.stack, ratio)
+        for entry in PUBLISHED
+        if (ratio := entry.measured_over_bound) is not None
+    ]
+
+
+def calibrated_low(method: str, points: list[CalibrationPoint] | None = None) -> CalibratedLow | None:
+    """The lowest measured / bound for a projection of `method` (module doc); None where
+    no point is calibrated at all."""
+    points = published_points() if points is None else list(points)
+    if not points:
+        return None
+    wanted = method_class(method)
+    same = [p for p in points if method_class(p.method) == wanted]
+    pool = same or points
+    lowest = min(pool, key=lambda p: p.ratio)
+    return CalibratedLow(lowest.ratio, lowest, wanted, bool(same), tuple(pool))
+
+
+def method_of(projection) -> str:
+    """The projection's train method (its calibration class), refused where the record lacks it."""
+    try:
+        return projection.scenario["resolved"]["train"]["method"]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"projection {projection.scenario.get('name')}: scenario.resolved.train.method missing"
+        ) from None
+
+
+def calibrated_fine_tune_usd(ft, ratio: float) -> float | None:
+    """The whole fine-tune's $ with every step at the calibrated rate (bound / ratio).
+    Only a time that is steps alone scales so (a TPU projection: setup not projected,
+    compiles apart); any other is not scaled (None)."""
+    if ft is None or ft.usd is None or ft.compile_in_time or ft.setup_s is not None:
+        return None
+    return ft.usd / ratio
+
+
+# --------------------------------------------------------------------------- the GPU side
+GPU_TABLE = "gpu_published.json"
+
+
+@dataclass(frozen=True)
+class PublishedGpuRun:
+    """A published GPU training measurement with the configuration bench bounds it at
+    (harness/gpu_projection.py; the table's convention in gpu_published.json)."""
+
+    id: str
+    source: dict[str, str]  # repository, path, commit
+    quote: str  # the publisher's own row, the figures below transcribed from it
+    configuration_sources: str  # where the rest of the configuration is stated
+    stack: str
+    catalog_key: str
+    gpus: int
+    model: str  # bench's preset of the same architecture
+    method: str
+    lora_rank: int | None
+    lora_targets: list[str]
+    global_batch: int
+    rows_per_gpu: int  # per micro-batch
+    accumulation: int
+    seq_len: int
+    checkpointing: bool
+    fsdp: int
+    data: int
+    sharding: str
+    weight_bytes: int
+    grad_bytes: int
+    compute_bytes: int
+    measured_tokens_per_s_per_gpu: float
+    differences: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.source['repository']} {self.source['path']}@{self.source['commit'][:8]} ({self.id})"
+
+    def step_shape(self):
+        """The run's step as harness.gpu_projection bounds it."""
+        from harness.gpu_projection import StepShape
+        from harness.metrics import matmul_weights
+        from harness.plan import lora_trainable_params
+        from harness.presets import MODEL_PRESETS
+
+        arch = MODEL_PRESETS[self.model]
+        lora = self.method == "lora"
+        trainable = lora_trainable_params(arch, tuple(self.lora_targets), self.lora_rank) if lora else None
+        return StepShape(
+            arch=arch,
+            lora=lora,
+            trainable=trainable if lora else sum(matmul_weights(arch)),
+            rows_per_gpu=self.rows_per_gpu,
+            accumulation=self.accumulation,
+            checkpointing=self.checkpointing,
+            fsdp=self.fsdp,
+            data=self.data,
+            sharding=self.sharding,
+            weight_bytes=self.weight_bytes,
+            grad_bytes=self.grad_bytes,
+            compute_bytes=self.compute_bytes,
+        )
+
+    @cached_property
+    def bound(self) -> dict[str, Any]:
+        """The step's bound on the catalog card (harness.gpu_projection.step_bound)."""
+        from harness.gpu_projection import gpu_card, step_bound
+
+        return step_bound(self.step_shape(), self.seq_len, gpu_card(f"{self.catalog_key}:{self.gpus}", self.id))
+
+    @property
+    def bound_tokens_per_s_per_gpu(self) -> float:
+        return self.rows_per_gpu * self.accumulation * self.seq_len / self.bound["step_s"]
+
+    @property
+    def measured_over_bound(self) -> float:
+        return self.measured_tokens_per_s_per_gpu / self.bound_tokens_per_s_per_gpu
+
+
+def load_gpu_published(folder: Any = None) -> tuple[PublishedGpuRun, ...]:
+    """The points of gpu_published.json (the package's by default), refused as
+    load_published refuses: naming the file, the entry and the field."""
+    path = (PROJECTIONS if folder is None else folder) / GPU_TABLE
+    names = {f.name for f in fields(PublishedGpuRun)}
+    required = {f.name for f in fields(PublishedGpuRun) if f.default is MISSING}
+    out = []
+    for i, entry in enumerate(json.loads(path.read_text())["points"]):
+        unknown, missing = sorted(set(entry) - names), sorted(required - set(entry))
+        if unknown or missing:
+            field = (unknown or missing)[0]
+            raise ValueError(f"{path}: points[{i}].{field}: {'unknown field' if unknown else 'missing'}")
+        out.append(PublishedGpuRun(**entry))
+    return tuple(out)
+
+
+GPU_PUBLISHED: tuple[PublishedGpuRun, ...] = load_gpu_published()
+
+
+def gpu_points() -> list[CalibrationPoint]:
+    """The published GPU runs as calibration points (their measured / bound)."""
+    return [
+        CalibrationPoint(run.label, run.catalog_key, run.method, run.stack, run.measured_over_bound)
+        for run in GPU_PUBLISHED
+    ]

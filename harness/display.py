@@ -229,13 +229,15 @@ def projection_lines(record) -> list[str]:
             if p.out_of_memory:
                 lines.append(f"    {p.name}: the compiler: {p.out_of_memory}")
                 continue
-            moved = ", ".join(f"{k} {v.count}x {v.bytes / 2**20:.1f} MiB" for k, v in p.collectives.items()) or "none"
+            moved = ", ".join(_collective_text(k, v) for k, v in p.collectives.items()) or "none"
             lines.append(
                 f"    {p.name} (x{p.runs_per_step}/step): {fmt(p.flops, '.4g')} FLOPs, "
                 f"{fmt(p.bytes_accessed, '.4g')} bytes accessed per device; collectives: {moved}"
             )
+            lines.extend(largest_collective_lines(p))
         if s.fits:
             lines.extend(projection_shape_lines(s))
+    lines.extend(calibrated_range_lines(record))
     ft = record.fine_tune
     if ft is not None:
         lines.extend(projected_fine_tune_lines(ft))
@@ -247,6 +249,22 @@ def projection_lines(record) -> list[str]:
     return lines
 
 
+def _collective_text(kind: str, c) -> str:
+    wire = f", {c.wire_bytes / 2**20:.1f} MiB on the wire" if c.wire_bytes is not None else ""
+    return f"{kind} {c.count}x {c.bytes / 2**20:.1f} MiB{wire}"
+
+
+def largest_collective_lines(program) -> list[str]:
+    """The program's five collective ops that send the most (aot.largest_collectives)."""
+    if not program.largest_collectives:
+        return []
+    return [f"      largest collectives of {program.name} (wire bytes a device sends, all runs):"] + [
+        f"        {op['kind']} {op['op']}: {op['wire_bytes'] / 2**20:.1f} MiB ({op['runs']} runs x "
+        f"{op['result_bytes'] / 2**20:.2f} MiB result, group of {op['group']})"
+        for op in program.largest_collectives
+    ]
+
+
 def projection_shape_lines(s) -> list[str]:
     """A fitting shape's FLOPs check, fit, bound terms and rates (real tokens, padded beside)."""
     gib = 1024**3
@@ -255,13 +273,20 @@ def projection_shape_lines(s) -> list[str]:
     lines = [f"    FLOPs per device per forward pass: {fmt(s.flops_per_device_per_forward, '.4g')}{ratio}"]
     if s.flops_flag:
         lines.append(f"    FLAGGED: {s.flops_flag}")
+    if s.bench_bytes_per_device_per_forward and s.bytes_ratio is not None:
+        lines.append(
+            f"    HBM bytes per device per forward pass: {fmt(s.programs[0].bytes_accessed, '.4g')} compiled (bench's "
+            f"floor {s.bench_bytes_per_device_per_forward:.4g}: compiled / floor {s.bytes_ratio:.3f})"
+        )
+    if s.bytes_flag:
+        lines.append(f"    FLAGGED: {s.bytes_flag}")
     if s.fit_bytes_per_device is not None:
         lines.append(
             f"    fit: {s.fit_bytes_per_device / gib:.2f} GiB per device (largest program + state kept on device "
             f"outside it) of {s.usable_hbm_bytes_per_device / gib:.2f} GiB usable ({s.usable_hbm_source})"
         )
     for t in s.terms:
-        ici = f"{t.collectives_s:.4g} s" if t.collectives_s is not None else "no ICI figure"
+        ici = f"{t.collectives_s:.4g} s ({t.collectives_basis})" if t.collectives_s is not None else "no ICI figure"
         lines.append(
             f"    {t.program} x{t.runs_per_step}: compute {t.compute_s:.4g} s, HBM {t.hbm_s:.4g} s, "
             f"collectives {ici}: bound by {t.bound_by}"
@@ -277,6 +302,31 @@ def projection_shape_lines(s) -> list[str]:
         f"padded tokens/s per chip, >= ${fmt(s.usd_per_1m_tokens_bound, '.4g')} per 1M padded tokens"
     )
     return lines
+
+
+def calibrated_range_lines(record) -> list[str]:
+    """The longest fitting shape's rate and $ as a range (reports/tpu_vs_gpu.py's rule):
+    the bound's end (the best case) and the end at the lowest calibrated measured / bound
+    of the method's class, naming its points; the whole fine-tune's $ likewise."""
+    from harness.calibration import calibrated_fine_tune_usd, calibrated_low, method_of
+
+    fitting = [s for s in record.shapes if s.fits and s.real_tokens_per_s_per_chip_bound]
+    if not fitting:
+        return []
+    low = calibrated_low(method_of(record))
+    if low is None:
+        return ["  calibrated range: none (no measured / bound point is known): the bound alone, a best case"]
+    s = max(fitting, key=lambda x: x.seq_len)
+    usd = s.usd_per_1m_real_tokens_bound
+    cost = f", ${usd:.4g}-${usd / low.ratio:.4g} per 1M real tokens" if usd else ""
+    ft = record.fine_tune
+    high = calibrated_fine_tune_usd(ft, low.ratio)
+    whole = f", whole fine-tune ${ft.usd:.2f}-${high:.2f}" if high is not None else ""
+    return [
+        f"  calibrated range at length {s.seq_len}: {s.real_tokens_per_s_per_chip_bound * low.ratio:.4g}-"
+        f"{s.real_tokens_per_s_per_chip_bound:.4g} real tokens/s per chip{cost}{whole} (the bound's end is a best "
+        f"case; the other is bound x {low.ratio:.3g}: {low.note()})"
+    ]
 
 
 def projected_fine_tune_lines(ft) -> list[str]:

@@ -58,6 +58,16 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=500_000.0,
         tie_embeddings=False,
     ),
+    # Llama 3.1/3.3 70B (meta-llama/Llama-3.3-70B-Instruct config.json, the same sizes as
+    # 3.1 70B): the model of a published GPU LoRA measurement the GPU projection is
+    # calibrated against (harness/calibration_points/gpu_published.json).
+    "llama-3.1-70b": dict(
+        family="llama",
+        **_sizes(128_256, 8192, 28_672, 80, 64, 8, 128),
+        max_position_embeddings=131_072,
+        rope_theta=500_000.0,
+        tie_embeddings=False,
+    ),
     # For tests: Gemma 3's layout with two layers of hidden 64. The sliding window is
     # shorter than most sequences so the padded-sliding-window path is exercised too.
     "tiny-gemma3": dict(

@@ -135,6 +135,19 @@ class Collective(BaseModel):
     model_config = FROZEN
     count: int  # ops executed per run of the program (x trip count inside loops)
     bytes: int  # summed result sizes on one device, per run of the program
+    # What one device sends for them over a ring of each op's replica group, per run
+    # (backends/jax_common/aot.wire_factor); None in a record from before wire bytes.
+    wire_bytes: int | None = None
+
+
+# ICI ports per chip by torus dimensions (v5e/v6e 2D: 4; v4/v5p 3D: 6): the chip's
+# bidirectional ICI figure (harness.accelerators.ICI_BYTES_PER_S) counts all of them.
+ICI_PORTS = {2: 4, 3: 6}
+# A ring collective runs over 2 of a chip's ports (its neighbours on the ring), both ways
+# (a bidirectional ring sends half each way): a device sends at one port's bidirectional
+# rate. The slice is compiled without wraparound (aot.topology_devices: wrap False), so no
+# more ports than a ring's are assumed.
+RING_PORTS = 2
 
 
 FLOPS_CHECK_RANGE = (0.9, 1.5)  # compiled / bench's count outside it: flagged, the larger used
@@ -151,6 +164,9 @@ class BoundTerms(BaseModel):
     hbm_s: float
     collectives_s: float | None
     bound_by: Literal["compute", "hbm", "collectives"]
+    # What the collectives term divides: wire bytes (ring factors), or, in a record from
+    # before them, the ops' result bytes (a lower count for reduce-scatter and all-reduce).
+    collectives_basis: str = ""
 
     @property
     def bound_s(self) -> float:
@@ -170,6 +186,9 @@ class Program(BaseModel):
     flops: float | None = None
     bytes_accessed: float | None = None
     collectives: dict[str, Collective] = Field(default_factory=dict)
+    # The five collective ops sending the most bytes (aot.largest_collectives): op, kind,
+    # runs, result_bytes, group, wire_bytes.
+    largest_collectives: list[dict[str, Any]] = Field(default_factory=list)
     memory: dict[str, int] = Field(default_factory=dict)  # memory_analysis' parts
     # State the backend keeps on device across steps that this program does not take as
     # an argument (torchax's grad program: the optimizer state), per device.
@@ -180,20 +199,34 @@ class Program(BaseModel):
         return sum(c.bytes for c in self.collectives.values())
 
     @property
+    def wire_bytes(self) -> int | None:
+        """What one device sends for the program's collectives, or None where the record
+        predates wire bytes."""
+        if any(c.wire_bytes is None for c in self.collectives.values()):
+            return None
+        return sum(c.wire_bytes for c in self.collectives.values())
+
+    @property
     def fit_bytes(self) -> int:
         """Device memory while this program runs: its own peak and the kept state it does not hold."""
         return self.memory_bytes + self.resident_outside_bytes
 
-    def terms(self, chip: TpuSlice, flops: float | None = None) -> BoundTerms | None:
-        """Its three roofline terms on `chip` (FLOPs: `flops` where the check chose
-        another count); None without the compiler's FLOPs or bytes."""
+    def terms(self, chip: TpuSlice, flops: float | None = None, moved: float | None = None) -> BoundTerms | None:
+        """Its three roofline terms on `chip` (FLOPs: `flops`, HBM bytes: `moved`, where a
+        check chose another count); None without the compiler's FLOPs or bytes."""
         flops = self.flops if flops is None else flops
-        if flops is None or self.bytes_accessed is None:
+        moved_hbm = self.bytes_accessed if moved is None else moved
+        if flops is None or moved_hbm is None:
             return None
+        wire = self.wire_bytes
+        moved, basis = (
+            (wire, "wire bytes") if wire is not None else (self.collective_bytes, "result bytes (old record)")
+        )
+        ring = ring_bytes_per_s(chip)
         named = {
             "compute": flops / chip.peak_flops,
-            "hbm": self.bytes_accessed / chip.hbm_bytes_per_s,
-            "collectives": self.collective_bytes / chip.ici_bytes_per_s if chip.ici_bytes_per_s else None,
+            "hbm": moved_hbm / chip.hbm_bytes_per_s,
+            "collectives": moved / ring if ring else None,
         }
         largest = max((k for k, v in named.items() if v is not None), key=lambda k: named[k])
         return BoundTerms(
@@ -203,7 +236,26 @@ class Program(BaseModel):
             hbm_s=named["hbm"],
             collectives_s=named["collectives"],
             bound_by=largest,
+            collectives_basis=f"{basis} over {RING_PORTS} of {ici_ports(chip)} ICI ports" if ring else "",
         )
+
+
+def ici_ports(chip: TpuSlice) -> int:
+    """The chip's ICI ports: 6 on a 3D torus generation, 4 on a 2D one; a GPU (the GPU
+    calibration's card, topology "gpu") has one link to its switch, counted as 2 ports
+    so that a ring sends at one direction of it."""
+    if chip.topology == "gpu":
+        return RING_PORTS
+    return ICI_PORTS[len(chip.topology.split(":")[1].split("x"))]
+
+
+def ring_bytes_per_s(chip: TpuSlice) -> float | None:
+    """What a device sends per second in a ring collective: RING_PORTS of its ICI_PORTS,
+    each at its bidirectional share of the chip's figure, half each way (RING_PORTS); on
+    a GPU, one direction of its NVLink figure."""
+    if not chip.ici_bytes_per_s:
+        return None
+    return chip.ici_bytes_per_s / ici_ports(chip) * RING_PORTS / 2
 
 
 class ShapeProjection(BaseModel):
@@ -232,6 +284,12 @@ class ShapeProjection(BaseModel):
     real_fraction: float | None = None  # real / padded tokens over the fine-tune's batches at this length
     real_tokens_per_s_per_chip_bound: float | None = None
     usd_per_1m_real_tokens_bound: float | None = None
+    # The HBM bytes check (bytes_check): bench's floor of the micro-batch program's
+    # memory traffic per device (harness.gpu_projection.micro_batch_work), compiled / it,
+    # and the flag where the compiler counts less than the floor.
+    bench_bytes_per_device_per_forward: float | None = None
+    bytes_ratio: float | None = None
+    bytes_flag: str | None = None
 
 
 class FineTune(BaseModel):
@@ -327,6 +385,25 @@ def flops_check(compiled: float | None, bench: float | None) -> tuple[float | No
     return ratio, used, flag
 
 
+def bytes_check(compiled: float | None, bench: float | None) -> tuple[float | None, float | None, str | None]:
+    """(ratio compiled / bench's floor, the bytes the HBM term uses, the flag or None).
+    bench's count is a floor (weights per pass, gradients, activations: what must cross
+    HBM), so a compiled count above it is expected (the cost model sums every fusion's
+    operands); below it, the compiler missed traffic (a while loop's body counted once, a
+    Pallas kernel opaque to cost_analysis): flagged, and the floor used."""
+    if compiled is None or not bench:
+        return None, compiled, None
+    ratio = compiled / bench
+    if ratio >= 1:
+        return ratio, compiled, None
+    flag = (
+        f"HBM bytes check: compiled {compiled:.4g} / bench's floor {bench:.4g} = {ratio:.3f} < 1: the compiler "
+        f"counts less traffic than the step must move (a loop body counted once, an opaque kernel); the HBM term "
+        f"uses bench's {bench:.4g}"
+    )
+    return ratio, bench, flag
+
+
 def shape_projection(
     seq_len: int,
     plan: dict[str, Any],
@@ -335,10 +412,12 @@ def shape_projection(
     usd_per_chip_hour,
     bench_flops,
     real_fraction: float | None = None,
+    bench_bytes: float | None = None,
 ) -> ShapeProjection:
     """A shape's figures from its compiled programs (the first is the micro-batch's)."""
     ratio, used_flops, flag = flops_check(programs[0].flops, bench_flops)
-    terms = [p.terms(chip, used_flops if i == 0 else None) for i, p in enumerate(programs)]
+    bytes_ratio, used_bytes, bytes_flag = bytes_check(programs[0].bytes_accessed, bench_bytes)
+    terms = [p.terms(chip, used_flops, used_bytes) if i == 0 else p.terms(chip) for i, p in enumerate(programs)]
     step_bound = None if None in terms else sum(t.runs_per_step * t.bound_s for t in terms)
     limit = _usable_hbm(programs, chip)
     fit = max(p.fit_bytes for p in programs)
@@ -369,6 +448,9 @@ def shape_projection(
         real_fraction=real_fraction,
         real_tokens_per_s_per_chip_bound=real,
         usd_per_1m_real_tokens_bound=usd_per_1m_tokens(real, usd_per_chip_hour),
+        bench_bytes_per_device_per_forward=bench_bytes,
+        bytes_ratio=bytes_ratio,
+        bytes_flag=bytes_flag,
     )
 
 

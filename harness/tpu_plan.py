@@ -107,6 +107,7 @@ def _project_run(request: CompileRequest, run, chip: TpuSlice, info, catalog) ->
             rate,
             _bench_flops(run.scenario, plan, n),
             work.real_fraction.get(n),
+            _bench_bytes(run.scenario, plan, n),
         )
         for n, programs in zip(lengths, facts["shapes"])
     ]
@@ -155,6 +156,7 @@ def _program(facts: dict[str, Any]) -> dict[str, Any]:
         "flops": facts.get("flops"),
         "bytes_accessed": facts.get("bytes_accessed"),
         "collectives": facts.get("collectives", {}),
+        "largest_collectives": facts.get("largest_collectives", []),
         "memory": memory,
         "resident_outside_bytes": facts.get("resident_outside_bytes", 0),
     }
@@ -171,6 +173,18 @@ def _bench_flops(scenario, plan, seq_len: int) -> float | None:
     lora = plan.method == "lora"
     model = FlopsModel(arch, lora=lora, adapter_params=(plan.trainable_params or 0) if lora else 0)
     return model.executed_flops([seq_len] * plan.rows_per_forward) / plan.devices
+
+
+def _bench_bytes(scenario, plan, seq_len: int) -> float | None:
+    """bench's floor of one micro-batch program's HBM traffic per device
+    (harness.gpu_projection.micro_batch_work: weights per pass, gradients, activations),
+    for the bytes check; None without the architecture."""
+    from harness.gpu_projection import micro_batch_work, shape_of_plan
+
+    arch = scenario.model.architecture() if scenario.model.init == "random" or scenario.model.arch else None
+    if not arch:
+        return None
+    return micro_batch_work(shape_of_plan(plan, arch), seq_len).memory_bytes
 
 
 def compile_host() -> str:

@@ -165,6 +165,12 @@ class WorkloadRow:
     serve_label: str = ""
     # Where train_usd comes from: the projected whole fine-tune, or $/1M x its tokens + setup + warm-up.
     train_basis: str = ""
+    # A projected row's range (reports/tpu_vs_gpu.py): train_usd and total_usd are its low
+    # ends (the bound's), these its high ends (every step at the calibrated rate); None on
+    # a measured row, or where no calibration point is known.
+    train_usd_high: float | None = None
+    total_usd_high: float | None = None
+    ratio_to_first_high: float | None = None
 
 
 @dataclass

@@ -38,6 +38,12 @@ class ProjectedRow:
     real_tokens_per_s_per_chip_bound: float | None = None  # per real token (the fine-tune's real/padded)
     usd_per_1m_real_bound: float | None = None
     flops_flag: str | None = None  # the FLOPs check's flag on any shape (harness.projection.flops_check)
+    # The calibrated other end of each bound (harness.calibration.calibrated_low): the real
+    # tokens/s per chip bound x the lowest measured / bound of the method's class, and the
+    # $/1M real tokens bound / it; None where no point is calibrated.
+    real_tokens_per_s_per_chip_low: float | None = None
+    usd_per_1m_real_high: float | None = None
+    calibration: str = ""  # the ratio used and the points it came from, or why none
 
 
 @dataclass
@@ -61,6 +67,23 @@ def _matches(record, projection) -> bool:
     )
 
 
+def calibrated_ends(projection, shape) -> tuple[float | None, float | None, str]:
+    """(real tokens/s per chip, $/1M real tokens) at the lowest calibrated measured /
+    bound of the projection's method class, and the note naming its points."""
+    from harness.calibration import calibrated_low, method_of
+
+    low = calibrated_low(method_of(projection))
+    if low is None:
+        return None, None, "no measured / bound point is known: the bound alone"
+    rate = shape.real_tokens_per_s_per_chip_bound
+    usd = shape.usd_per_1m_real_tokens_bound
+    return (
+        rate * low.ratio if rate else None,
+        usd / low.ratio if usd else None,
+        f"bound x {low.ratio:.3g} ({low.note()})",
+    )
+
+
 def projected_rows(projections, records) -> list[ProjectedRow]:
     rows = []
     for p in projections:
@@ -68,6 +91,7 @@ def projected_rows(projections, records) -> list[ProjectedRow]:
         measured = [r.metrics.tokens_per_s_padded_per_chip for r in records if r.ok and _matches(r, p) and r.metrics]
         measured = [m for m in measured if m]
         bound = longest.tokens_per_s_per_chip_bound
+        rate_low, usd_high, calibration = calibrated_ends(p, longest)
         rows.append(
             ProjectedRow(
                 scenario=p.scenario["name"],
@@ -86,6 +110,9 @@ def projected_rows(projections, records) -> list[ProjectedRow]:
                 real_tokens_per_s_per_chip_bound=longest.real_tokens_per_s_per_chip_bound,
                 usd_per_1m_real_bound=longest.usd_per_1m_real_tokens_bound,
                 flops_flag=next((f"length {s.seq_len}: {s.flops_flag}" for s in p.shapes if s.flops_flag), None),
+                real_tokens_per_s_per_chip_low=rate_low,
+                usd_per_1m_real_high=usd_high,
+                calibration=calibration,
             )
         )
     return rows

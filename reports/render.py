@@ -216,6 +216,11 @@ def _md_slo_rates(slo_rates: list[dict]) -> list[str]:
     return _md_table("Highest request rate within the SLO", headers, rows)
 
 
+def _range_text(low: float, high: float | None, spec: str) -> str:
+    """A figure, or a projected row's range "low-high" (reports/tpu_vs_gpu.py)."""
+    return f"{low:{spec}}" if high is None else f"{low:{spec}}-{high:{spec}}"
+
+
 def _md_workloads(workloads: list) -> list[str]:
     headers = [
         "scenario",
@@ -236,10 +241,11 @@ def _md_workloads(workloads: list) -> list[str]:
                 w.run,
                 f"{w.fine_tunes:g}",
                 f"{w.served_tokens_millions:g}",
-                f"{w.train_usd:.4g} ({w.train_basis})",
+                f"{_range_text(w.train_usd, w.train_usd_high, '.4g')} ({w.train_basis})",
                 f"{w.serve_usd_per_1m:.4g}" + (f" ({w.serve_label})" if w.serve_label else ""),
-                f"{w.total_usd:.4g}" + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
-                f"{w.ratio_to_first:.3f}",
+                _range_text(w.total_usd, w.total_usd_high, ".4g")
+                + (f" (serve $ from a {w.serve_label})" if w.serve_label else ""),
+                _range_text(w.ratio_to_first, w.ratio_to_first_high, ".3f"),
                 w.serve_basis,
             )
         ]
@@ -275,12 +281,13 @@ def _projected_markdown(report: Report) -> list[str]:
     if report.projected:
         columns = (
             "scenario | variant | backend | slice | fits | GiB/device | step bound s | real tokens/s/chip bound | "
-            "$/1M real tokens bound | padded tokens/s/chip bound | $/1M padded tokens bound | fine-tune compiles | "
+            "$/1M real tokens bound | real tokens/s/chip calibrated low | $/1M real tokens calibrated high | padded tokens/s/chip bound | $/1M padded tokens bound | fine-tune compiles | "
             "fine-tune min | measured / projected"
         )
         rows = [_projected_cells(p, num) for p in report.projected]
         out += md_table("Projected on TPU (compiler's bound, not measured)", columns, rows)
         out += [f"- {p.slice} ({p.scenario}): {md_cell(p.flops_flag)}" for p in report.projected if p.flops_flag]
+        out += [f"- {p.slice} ({p.scenario}) calibration: {md_cell(p.calibration)}" for p in report.projected]
         out += [PROJECTED_NOTE, ""]
     if report.tpu_vs_gpu is not None:
         from reports.tpu_vs_gpu import markdown_lines
@@ -304,6 +311,8 @@ def _projected_cells(p, num) -> tuple:
         num(p.step_bound_s),
         num(p.real_tokens_per_s_per_chip_bound),
         num(p.usd_per_1m_real_bound),
+        num(p.real_tokens_per_s_per_chip_low),
+        num(p.usd_per_1m_real_high),
         num(p.tokens_per_s_per_chip_bound),
         num(p.usd_per_1m_bound),
         num(p.compiles),
@@ -388,10 +397,15 @@ def _flat(record: RunRecord) -> dict[str, Any]:
 
 
 def csv(report: Report) -> str:
+    """One row per run; then, where TPU projections pair with GPU runs, one row per pair
+    (row_kind `tpu_vs_gpu`) with each figure's range as two columns, low and high
+    (reports/tpu_vs_gpu.py)."""
     import pandas as pd
 
     buffer = io.StringIO()
-    pd.DataFrame([_flat(r) for r in report.runs]).to_csv(buffer, index=False)
+    ranges = report.tpu_vs_gpu.ranges if report.tpu_vs_gpu is not None else []
+    runs = [{"row_kind": "run", **_flat(r)} for r in report.runs] if ranges else [_flat(r) for r in report.runs]
+    pd.DataFrame(runs + ranges).to_csv(buffer, index=False)
     return buffer.getvalue()
 
 

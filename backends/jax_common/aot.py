@@ -39,6 +39,7 @@ DTYPE_BYTES = {
     "f64": 8,
 }
 _SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16)\[([\d,]*)\]")
+_PARTITIONS = re.compile(r"\bnum_partitions=(\d+)")
 _OP = re.compile(r"=\s*(.*?)\s+(" + "|".join(COLLECTIVES) + r")(-start)?\(")
 # The TPU compiler's out-of-memory messages: "Used 20.5G of 15.75G hbm. Exceeded hbm capacity
 # by 4.7G.", or (temporaries alone too big) "the total memory required for HLO temporaries
@@ -78,24 +79,87 @@ def shape_bytes(text: str) -> int:
 
 
 def collectives(hlo_text: str) -> dict[str, dict[str, int]]:
-    """{kind: {count, bytes}} of the collectives one run of a compiled HLO module
-    executes, on one device. Each op once: an async pair at its `-start` (the `-done`
-    moves nothing more), an `async-start` wrapper through the computation it calls;
-    an op inside a while loop's body counted trip-count times (computation_runs). Bytes
-    are each op's result on one device (an all-gather's gathered array, an all-reduce's
-    reduced one); a `-start`'s tuple holds its operands, then its results, then scalar
-    context: only the results are counted."""
-    found = {kind: {"count": 0, "bytes": 0} for kind in COLLECTIVES}
+    """{kind: {count, bytes, wire_bytes}} of the collectives one run of a compiled HLO
+    module executes, on one device. Each op once: an async pair at its `-start` (the
+    `-done` moves nothing more), an `async-start` wrapper through the computation it
+    calls; an op inside a while loop's body counted trip-count times (computation_runs).
+    `bytes` are each op's result on one device (an all-gather's gathered array, an
+    all-reduce's reduced one); a `-start`'s tuple holds its operands, then its results,
+    then scalar context: only the results are counted. `wire_bytes` are what one device
+    sends for it over a ring of its replica group (wire_factor)."""
+    found = {kind: {"count": 0, "bytes": 0, "wire_bytes": 0} for kind in COLLECTIVES}
+    for op in collective_ops(hlo_text):
+        kind = found[op["kind"]]
+        kind["count"] += op["runs"]
+        kind["bytes"] += op["runs"] * op["result_bytes"]
+        kind["wire_bytes"] += op["wire_bytes"]
+    return {kind: counts for kind, counts in found.items() if counts["count"]}
+
+
+def collective_ops(hlo_text: str) -> list[dict[str, Any]]:
+    """Every collective op of one run of the module, with its runs (trip counts), its
+    result bytes on one device, its replica group's size and its wire bytes for all its
+    runs (result bytes x wire_factor x runs)."""
+    partitions = _PARTITIONS.search(hlo_text)
+    default_group = int(partitions.group(1)) if partitions else 1
     bodies, runs = computation_runs(hlo_text)
+    out = []
     for name, lines in bodies.items():
         for line in lines:
             match = _OP.search(line)
             if match is None or not runs.get(name):
                 continue
-            kind = found[match.group(2)]
-            kind["count"] += runs[name]
-            kind["bytes"] += runs[name] * op_result_bytes(match.group(1), bool(match.group(3)), match.group(2))
-    return {kind: counts for kind, counts in found.items() if counts["count"]}
+            kind = match.group(2)
+            result = op_result_bytes(match.group(1), bool(match.group(3)), kind)
+            group = replica_group_size(line, default_group)
+            out.append(
+                {
+                    "op": line.split("=", 1)[0].strip().lstrip("%"),
+                    "kind": kind,
+                    "runs": runs[name],
+                    "result_bytes": result,
+                    "group": group,
+                    "wire_bytes": int(runs[name] * result * wire_factor(kind, group)),
+                }
+            )
+    return out
+
+
+def largest_collectives(hlo_text: str, n: int = 5) -> list[dict[str, Any]]:
+    """The `n` collective ops that send the most bytes over a run of the module."""
+    return sorted(collective_ops(hlo_text), key=lambda op: op["wire_bytes"], reverse=True)[:n]
+
+
+def replica_group_size(line: str, default: int) -> int:
+    """The devices in one of an op's replica groups: `replica_groups={{0,1},{2,3}}` (2),
+    the iota form `replica_groups=[2,4]<=[8]` (4: its last dimension), or `default` (the
+    module's partitions) where the op names none or an empty set."""
+    listed = re.search(r"replica_groups=\{\{([^}]*)\}", line)
+    if listed:
+        return len([d for d in listed.group(1).split(",") if d.strip()])
+    iota = re.search(r"replica_groups=\[([\d,]+)\]<=", line)
+    if iota:
+        return int(iota.group(1).split(",")[-1])
+    return default
+
+
+def wire_factor(kind: str, group: int) -> float:
+    """Bytes one device sends per byte of the op's result on it, over a ring of `group`
+    devices: an all-gather's result is the gathered array, (N - 1) / N of it arrives from
+    the others; a reduce-scatter's result is the shard, N - 1 shards pass through each
+    device; an all-reduce is a reduce-scatter then an all-gather, 2 (N - 1) / N; an
+    all-to-all keeps 1 / N; a collective-permute sends its result once. Alone in its
+    group, an op sends nothing (a permute's pairs name their own peers: it always sends)."""
+    if kind == "collective-permute":
+        return 1.0
+    if group <= 1:
+        return 0.0
+    return {
+        "all-gather": (group - 1) / group,
+        "reduce-scatter": float(group - 1),
+        "all-reduce": 2 * (group - 1) / group,
+        "all-to-all": (group - 1) / group,
+    }[kind]
 
 
 def op_result_bytes(result_type: str, is_start: bool, kind: str) -> int:
@@ -280,6 +344,7 @@ def compile_facts(name: str, jitted, args: tuple, runs_per_step: int, resident_o
         key: int(getattr(memory, f"{key}_size_in_bytes", 0) or 0)
         for key in ("argument", "output", "alias", "temp", "generated_code")
     }
+    hlo = compiled.as_text()
     return {
         "name": name,
         "runs_per_step": runs_per_step,
@@ -287,7 +352,8 @@ def compile_facts(name: str, jitted, args: tuple, runs_per_step: int, resident_o
         "flops": float(cost.get("flops", 0.0)),
         "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
         "memory": {**sizes, "total_bytes": program_bytes(sizes)},
-        "collectives": collectives(compiled.as_text()),
+        "collectives": collectives(hlo),
+        "largest_collectives": largest_collectives(hlo),
         "resident_outside_bytes": resident_outside,
     }
 

@@ -22,25 +22,39 @@ def add_parser(sub) -> None:
         "a projection: fits, memory, FLOPs, collectives, a roofline bound (jax-tunix, torchax; BENCH_PYTHON_TPU)",
     )
     plan.add_argument(
+        "--project-for",
+        action="append",
+        default=[],
+        metavar="ACCELERATOR",
+        help="project the train step on N GPUs of a catalog kind (h100-sxm:2, h200:1, b200:8, a100-40gb:1, l4:1; "
+        "repeatable) from bench's own FLOPs and bytes and the datasheet, with a calibrated range; with --task serve, "
+        "bound TTFT, TPOT, output tok/s and $/1M output tokens on a TPU slice or GPUs (v6e-8, h100-sxm:2), "
+        "calibrated against published vLLM results, shown as a range; no device needed",
+    )
+    plan.add_argument(
+        "--recommend",
+        action="store_true",
+        help="rank every catalog option (TPU slices, GPU kinds x counts) by projected $ and time per fine-tune, each a "
+        "range, with fit and the binding term (harness/recommend.py); no device needed",
+    )
+    plan.add_argument(
         "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
     )
     plan.add_argument(
         "--task", choices=("serve",), help="with --project-for: project this task (serve: a serving roofline)"
     )
-    plan.add_argument(
-        "--project-for",
-        action="append",
-        default=[],
-        metavar="ACCELERATOR",
-        help="with --task serve: bound TTFT, TPOT, output tok/s and $/1M output tokens on a TPU slice or GPUs "
-        "(v6e-8, h100-sxm:2; repeatable), calibrated against published vLLM results, shown as a range",
-    )
     plan.set_defaults(dry_run=True)
 
 
 def run(args) -> int:
-    if args.project_for or args.task:
+    if args.task:
         return _serve_projection(args)
+    if args.recommend:
+        return _recommend(args)
+    if args.project_for:
+        _project_gpus(args)
+        if not args.compile_for:
+            return 0
     if not args.compile_for:
         return run_command.run(args)
     from harness.display import show_projection
@@ -55,6 +69,48 @@ def run(args) -> int:
     for record in records:
         show_projection(record, Console())
     return 0  # a configuration that does not fit is an answer, not a failure
+
+
+def _project_gpus(args) -> None:
+    """--project-for: each card's projection, printed (or as JSON) and stored."""
+    from harness.gpu_projection import GpuRequest, lines, project
+
+    records = project(
+        GpuRequest(
+            scenario_path=args.scenario,
+            backend=args.backend,
+            targets=args.project_for,
+            overrides=dict(_overrides(args)),
+            profile=args.profile,
+            results_dir=Path(args.results_dir),
+            prices_file=args.prices,
+        )
+    )
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return
+    for record in records:
+        print("\n".join(lines(record)))
+
+
+def _recommend(args) -> int:
+    """--recommend: the ranked table, per matrix cell."""
+    from harness.cost import load_catalog
+    from harness.loader import resolve_runs
+    from harness.recommend import options, table_lines
+
+    runs = resolve_runs(args.scenario, dict(_overrides(args)), None)  # full shape: no device profile
+    catalog = load_catalog(args.prices)
+    for run in [r for r in runs if r.repeat == 0]:
+        print(f"{run.scenario.name} [{run.variant}]:")
+        print("\n".join(table_lines(options(run.scenario, catalog, args.backend))))
+    return 0
+
+
+def _overrides(args):
+    from harness.loader import parse_override
+
+    return [parse_override(s) for s in args.set]
 
 
 def _request(args):
@@ -86,9 +142,9 @@ def _serve_projection(args) -> int:
     from harness.loader import apply_overrides, parse_override, read_document, validate
     from harness.serving import projection
 
-    if args.task != "serve" or not args.project_for:
+    if not args.project_for:
         raise BenchError(
-            "--project-for and --task serve go together: bench plan SCENARIO --task serve --project-for v6e-8"
+            "--task serve projects: give --project-for, e.g. bench plan SCENARIO --task serve --project-for v6e-8"
         )
     # The scenario as written (no profile: a projection is of the target, not this host).
     overrides = dict(parse_override(text) for text in args.set)

@@ -221,13 +221,114 @@ HLO = """
 """
 
 
+def _counts(found: dict) -> dict:
+    """A kind's count and result bytes (wire bytes are tested on their own)."""
+    return {"count": found["count"], "bytes": found["bytes"]}
+
+
 def test_collectives_are_counted_once_with_their_result_bytes():
     from backends.jax_common.aot import collectives
 
     found = collectives(HLO)
-    assert found["all-gather"] == {"count": 1, "bytes": 16 * 640 * 2}  # the gathered result, not the operand too
-    assert found["all-reduce"] == {"count": 1, "bytes": 1024 * 4}
-    assert found["reduce-scatter"] == {"count": 1, "bytes": 128 * 8 * 4}
+    assert _counts(found["all-gather"]) == {
+        "count": 1,
+        "bytes": 16 * 640 * 2,
+    }  # the gathered result, not the operand too
+    assert _counts(found["all-reduce"]) == {"count": 1, "bytes": 1024 * 4}
+    assert _counts(found["reduce-scatter"]) == {"count": 1, "bytes": 128 * 8 * 4}
+
+
+GROUPS_HLO = """HloModule jit_step, num_partitions=8
+
+ENTRY %main (a: bf16[2,640]) -> bf16[16,640] {
+  %ag = bf16[16,640]{1,0} all-gather(bf16[2,640]{1,0} %a), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}
+  %rs = f32[128]{0} reduce-scatter(f32[512]{0} %g), replica_groups=[2,4]<=[8], dimensions={0}, to_apply=%add
+  %ar = f32[1024]{0} all-reduce(f32[1024]{0} %h), replica_groups={}, to_apply=%add
+  %a2a = bf16[64]{0} all-to-all(bf16[64]{0} %k), replica_groups={{0,1},{2,3},{4,5},{6,7}}, dimensions={0}
+  %cp = bf16[32]{0} collective-permute(bf16[32]{0} %m), source_target_pairs={{0,1}}
+}
+"""
+
+
+def test_wire_bytes_are_ring_factors_over_each_ops_replica_group():
+    """What one device sends, recomputed by hand: all-gather of 8: 7/8 of the gathered
+    result; reduce-scatter over groups of 4 (iota form): 3 shards; all-reduce over every
+    partition (empty groups: num_partitions, 8): 2 x 7/8; all-to-all in pairs: 1/2; a
+    permute: its result once."""
+    from backends.jax_common.aot import collectives, largest_collectives
+
+    found = collectives(GROUPS_HLO)
+    assert found["all-gather"]["wire_bytes"] == int(16 * 640 * 2 * 7 / 8)
+    assert found["reduce-scatter"]["wire_bytes"] == 128 * 4 * 3
+    assert found["all-reduce"]["wire_bytes"] == int(1024 * 4 * 2 * 7 / 8)
+    assert found["all-to-all"]["wire_bytes"] == 64 * 2 // 2
+    assert found["collective-permute"]["wire_bytes"] == 32 * 2
+    largest = largest_collectives(GROUPS_HLO, n=2)
+    assert [op["kind"] for op in largest] == ["all-gather", "all-reduce"]  # 17,920 and 7,168 bytes
+    assert largest[0] == {
+        "op": "ag",
+        "kind": "all-gather",
+        "runs": 1,
+        "result_bytes": 16 * 640 * 2,
+        "group": 8,
+        "wire_bytes": 17920,
+    }
+
+
+def test_the_collectives_term_divides_wire_bytes_by_a_rings_ports_and_bench_show_lists_the_largest():
+    from harness.display import projection_lines
+    from harness.projection import Collective
+
+    largest = [{"op": "ag", "kind": "all-gather", "runs": 4, "result_bytes": 2**20, "group": 8, "wire_bytes": 3670016}]
+    program = Program(
+        name="grad",
+        runs_per_step=1,
+        compile_s=1.0,
+        memory_bytes=GIB,
+        flops=1e9,
+        bytes_accessed=1e6,
+        collectives={"all-gather": Collective(count=4, bytes=4 * 2**20, wire_bytes=3670016)},
+        largest_collectives=largest,
+    )
+    (terms,) = shape_projection(512, PLAN, [program], ICI_CHIP, 1.2, 1e9).terms
+    assert terms.collectives_s == pytest.approx(3670016 / 100e9)  # 400 GB/s over 4 ports, a ring's 2 both ways
+    assert terms.collectives_basis == "wire bytes over 2 of 4 ICI ports" and terms.bound_by == "collectives"
+    v5p = tpu_slice("tpu-v5p-8")
+    assert program.terms(v5p).collectives_s == pytest.approx(3670016 / (1200e9 / 6))  # 3D torus: 6 ports
+    record = ProjectionRecord(
+        scenario={"name": "s", "variant": "default", "resolved": {"train": {"method": "full"}}},
+        backend="torchax",
+        slice=ICI_CHIP.to_json(),
+        price=None,
+        plan=PLAN,
+        shapes=[shape_projection(512, PLAN, [program], ICI_CHIP, 1.2, 1e9)],
+        fine_tune=None,
+        provenance={},
+    )
+    text = "\n".join(projection_lines(record))
+    assert "all-gather 4x 4.0 MiB, 3.5 MiB on the wire" in text
+    assert "largest collectives of grad (wire bytes a device sends, all runs):" in text
+    assert "all-gather ag: 3.5 MiB (4 runs x 1.00 MiB result, group of 8)" in text
+
+
+def test_the_hbm_bytes_check_uses_benchs_floor_where_the_compiler_counts_less():
+    from harness.display import projection_shape_lines
+    from harness.projection import bytes_check
+
+    assert bytes_check(3e9, 1e9) == (3.0, 3e9, None)  # above the floor: the compiler's count, as expected
+    assert bytes_check(None, 1e9) == (None, None, None) and bytes_check(2e9, None) == (None, 2e9, None)
+    ratio, used, flag = bytes_check(0.5e9, 2e9)
+    assert ratio == 0.25 and used == 2e9 and flag.startswith("HBM bytes check: compiled 5e+08 / bench's floor 2e+09")
+    # the micro-batch program's HBM term then uses the floor: 2e9 / 819e9, not 0.5e9 / 819e9
+    program = _collective_program(1e9, 0.5e9, 0)
+    shape = shape_projection(512, PLAN, [program], CHIP, 1.2, 1e9, bench_bytes=2e9)
+    assert shape.terms[0].hbm_s == pytest.approx(2e9 / 819e9) and shape.bytes_flag == flag
+    assert shape.bench_bytes_per_device_per_forward == 2e9 and shape.bytes_ratio == 0.25
+    text = "\n".join(projection_shape_lines(shape))
+    assert "HBM bytes per device per forward pass: 5e+08 compiled (bench's floor 2e+09: compiled / floor 0.250)" in text
+    assert f"FLAGGED: {flag}" in text
+    unflagged = shape_projection(512, PLAN, [program], CHIP, 1.2, 1e9, bench_bytes=0.25e9)
+    assert unflagged.terms[0].hbm_s == pytest.approx(0.5e9 / 819e9) and unflagged.bytes_flag is None
 
 
 def test_the_compilers_out_of_memory_message_gives_the_bytes():
@@ -260,7 +361,7 @@ def test_projections_are_never_read_as_records(tmp_path):
 
     shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
     record = ProjectionRecord(
-        scenario={"name": "s", "variant": "default"},
+        scenario={"name": "s", "variant": "default", "resolved": {"train": {"method": "full"}}},
         backend="torchax",
         slice={"name": "tpu-v5e-8"},
         price=None,
@@ -305,14 +406,16 @@ def _collective_program(flops, bytes_accessed, moved, runs=1, memory=GIB, kept=0
 
 
 def test_a_program_moving_more_over_ici_than_it_computes_or_reads_is_bounded_by_its_collectives():
-    # 1e11 bytes over 400 GB/s = 0.25 s, against 1e12 / 197e12 = 5.1 ms and 1e9 / 819e9 = 1.2 ms
+    # 1e11 bytes over a ring's 100 GB/s = 1 s, against 1e12 / 197e12 = 5.1 ms and 1e9 / 819e9 = 1.2 ms
     program = _collective_program(1e12, 1e9, int(1e11), runs=2)
     shape = shape_projection(512, PLAN, [program], ICI_CHIP, 1.2, 1e12)
     (terms,) = shape.terms
     assert terms.bound_by == "collectives"
-    assert terms.collectives_s == pytest.approx(1e11 / 400e9)
+    # a record without wire bytes: its result bytes over a ring's 2 of v5e's 4 ports, 400 GB/s / 4 = 100 GB/s
+    assert terms.collectives_s == pytest.approx(1e11 / (400e9 / 4))
+    assert terms.collectives_basis == "result bytes (old record) over 2 of 4 ICI ports"
     assert terms.compute_s == pytest.approx(1e12 / 197e12) and terms.hbm_s == pytest.approx(1e9 / 819e9)
-    assert shape.step_time_bound_s == pytest.approx(2 * 0.25)
+    assert shape.step_time_bound_s == pytest.approx(2 * 1.0)
     # without an ICI figure the term is absent, not zero, and HBM bounds it
     no_ici = shape_projection(512, PLAN, [program], CHIP, 1.2, 1e12)
     assert no_ici.terms[0].collectives_s is None and no_ici.terms[0].bound_by == "compute"
@@ -354,14 +457,14 @@ def test_async_start_done_pairs_count_once_with_their_result_bytes():
     from backends.jax_common.aot import collectives
 
     found = collectives(ASYNC_HLO)
-    assert found["all-gather"] == {"count": 1, "bytes": 16 * 640 * 2}  # not the operand, not the done again
-    assert found["collective-permute"] == {"count": 1, "bytes": 4 * 4 * 2}  # not the u32[] context
+    assert _counts(found["all-gather"]) == {"count": 1, "bytes": 16 * 640 * 2}  # not the operand, not the done again
+    assert _counts(found["collective-permute"]) == {"count": 1, "bytes": 4 * 4 * 2}  # not the u32[] context
 
 
 def test_a_collective_inside_a_while_loop_counts_trip_count_times():
     from backends.jax_common.aot import collectives
 
-    assert collectives(ASYNC_HLO)["all-reduce"] == {"count": 12, "bytes": 12 * 8 * 128 * 2}
+    assert _counts(collectives(ASYNC_HLO)["all-reduce"]) == {"count": 12, "bytes": 12 * 8 * 128 * 2}
 
 
 COUNTED_LOOP_HLO = """HloModule m
@@ -398,7 +501,7 @@ def test_a_loop_without_a_stated_trip_count_is_read_from_its_counter():
     from backends.jax_common.aot import collectives
 
     # i = 1, 3, 5: three iterations below 7 (the add of 1 elsewhere in the body is not the counter's)
-    assert collectives(COUNTED_LOOP_HLO)["all-reduce"] == {"count": 3, "bytes": 3 * 16}
+    assert _counts(collectives(COUNTED_LOOP_HLO)["all-reduce"]) == {"count": 3, "bytes": 3 * 16}
 
 
 def test_a_loop_of_another_shape_counts_once_instead_of_failing_the_compile():
@@ -408,9 +511,9 @@ def test_a_loop_of_another_shape_counts_once_instead_of_failing_the_compile():
     from backends.jax_common.aot import collectives
 
     other_condition = COUNTED_LOOP_HLO.replace("direction=LT", "direction=NE")
-    assert collectives(other_condition)["all-reduce"] == {"count": 1, "bytes": 16}
+    assert _counts(collectives(other_condition)["all-reduce"]) == {"count": 1, "bytes": 16}
     init_from_parameter = COUNTED_LOOP_HLO.replace("while(%init)", "while(%a)")
-    assert collectives(init_from_parameter)["all-reduce"] == {"count": 1, "bytes": 16}
+    assert _counts(collectives(init_from_parameter)["all-reduce"]) == {"count": 1, "bytes": 16}
 
 
 # --------------------------------------------------------------------------- FLOPs checked
@@ -515,7 +618,7 @@ def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
         length_basis={512: "compiled"},
     )
     record = ProjectionRecord(
-        scenario={"name": "s", "variant": "default"},
+        scenario={"name": "s", "variant": "default", "resolved": {"train": {"method": "full"}}},
         backend="torchax",
         slice=ICI_CHIP.to_json(),
         price=None,
@@ -526,7 +629,11 @@ def test_bench_show_states_the_flag_the_terms_the_fit_and_both_token_units():
     )
     text = "\n".join(projection_lines(record))
     assert "FLAGGED: FLOPs check: compiled 7.1e+11 / bench 1e+12 = 0.710" in text
-    assert "grad x1: compute 0.005076 s, HBM 0.001221 s, collectives 0.0025 s: bound by compute" in text
+    # 1e9 result bytes (no wire bytes in this program) over 400 GB/s / 4 ports = 0.01 s
+    assert (
+        "grad x1: compute 0.005076 s, HBM 0.001221 s, collectives 0.01 s (result bytes (old record) over 2 of 4 "
+        "ICI ports): bound by collectives" in text
+    )
     assert "fit: 2.00 GiB per device" in text and "of 15.75 GiB usable" in text
     assert "real tokens/s per chip" in text and "padded tokens/s per chip" in text
     assert "setup not projected" in text
@@ -568,7 +675,7 @@ def test_a_projections_file_name_and_a_bad_file_refused_naming_it(tmp_path):
 
     shape = shape_projection(512, PLAN, [_program(4e12, 1e9, 2)], CHIP, 1.2, 3.9e12)
     record = ProjectionRecord(
-        scenario={"name": "w1", "variant": "padding=dynamic, x/y"},
+        scenario={"name": "w1", "variant": "padding=dynamic, x/y", "resolved": {"train": {"method": "lora"}}},
         backend="torchax",
         slice={"name": "tpu-v5e-8"},
         price=None,

@@ -55,7 +55,7 @@ def test_a_projection_is_shown_apart_with_measured_over_projected():
     program = Program(name="p", runs_per_step=1, compile_s=2.0, memory_bytes=1024**3, flops=4e12, bytes_accessed=1e9)
     shape = shape_projection(512, plan, [program], chip, 1.2, 4e12)
     projection = ProjectionRecord(
-        scenario={"name": "tiny", "variant": "default"},
+        scenario={"name": "tiny", "variant": "default", "resolved": {"train": {"method": "lora"}}},
         backend="torchax",
         slice=chip.to_json(),
         price=None,
@@ -87,7 +87,7 @@ def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
     program = Program(name="p", runs_per_step=1, compile_s=2.0, memory_bytes=1024**3, flops=4e12, bytes_accessed=1e9)
     shape = shape_projection(512, plan, [program], chip, 1.2, 5.6e12, real_fraction=0.5)
     projection = ProjectionRecord(
-        scenario={"name": "tiny", "variant": "default"},
+        scenario={"name": "tiny", "variant": "default", "resolved": {"train": {"method": "lora"}}},
         backend="torchax",
         slice=chip.to_json(),
         price=None,

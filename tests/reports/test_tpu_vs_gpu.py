@@ -104,7 +104,15 @@ def _report(records, projections):
     return build(records, projections=projections)
 
 
-def test_the_page_says_projected_tpu_against_measured_gpu_with_its_calibration(page):
+def test_the_page_says_a_range_whose_high_end_is_the_bound_and_low_end_the_calibration(page):
+    """The sentence is a range (issue 43): the bound's end labelled "at most" in every
+    direction it flatters, the other end the bound x the lowest calibrated measured /
+    bound; never "at least ... cheaper" (the TPU $ is a lower bound on cost)."""
+    import csv
+    import io
+
+    from harness.calibration import published_points
+    from reports.render import csv as render_csv
     from reports.render import html, markdown
 
     report = _report([page["gpu"], page["serve"]], [page["projection"]])
@@ -113,17 +121,25 @@ def test_the_page_says_projected_tpu_against_measured_gpu_with_its_calibration(p
     shape = page["shape"]
     faster = shape.real_tokens_per_s_per_chip_bound * 4 / gpu.metrics.tokens_per_s_real
     cheaper = gpu.cost.usd_per_1m_tokens_real / shape.usd_per_1m_real_tokens_bound
+    # gemma270m is LoRA and no adapter point is calibrated: the lowest of all, said so
+    points = published_points()
+    assert points and not any(p.method == "lora" for p in points)
+    low = min(p.ratio for p in points)
     assert sentence.startswith(
         "gemma270m [default]: tpu-v5p-8 (projected, compiler bound) vs 1x h100-sxm on torch (measured)"
     )
+    assert f"between {faster * low:.3g}x and {faster:.3g}x faster" in sentence
+    assert f"between {cheaper * low:.3g}x and {cheaper:.3g}x cheaper per 1M real tokens" in sentence
+    assert "at least" not in sentence
     assert (
-        f"at most {faster:.3g}x faster" in sentence
-        and f"at least {cheaper:.3g}x cheaper per 1M real tokens" in sentence
+        "The high ends are the compiler bound's, a best case: the TPU is at most that much faster and cheaper (its $ is a lower bound on cost)"
+        in sentence
     )
-    assert "calibration: no measured / bound yet for tpu-v5p" in sentence
-    # v6e's calibration is context only, never an estimate for v5p
-    assert "measured / bound elsewhere, not applied here: tpu-v6e 0.50-0.5" in sentence
-    assert "estimated" not in sentence
+    assert "no adapter point is calibrated, so the lowest measured / bound of all points" in sentence
+    for point in points:  # the range's source points are named
+        assert point.source in sentence
+    ft = page["projection"].fine_tune
+    assert f"whole fine-tune ${ft.usd:.2f}-${ft.usd / low:.2f} (projected" in sentence
     # allowed differences are listed, not refused
     assert (
         "backend_options.torch.compile" in sentence and "model.attention" in sentence and "parallel.devices" in sentence
@@ -132,15 +148,169 @@ def test_the_page_says_projected_tpu_against_measured_gpu_with_its_calibration(p
     assert shape.real_fraction == pytest.approx(0.514, abs=0.01)
     for text in (markdown(report), html(report)):
         assert "TPU (projected) vs GPU (measured)" in text and "(projected, compiler bound)" in text
-        assert "calibration: no measured / bound yet" in text
+        assert f"between {faster * low:.3g}x and {faster:.3g}x faster" in text
         assert "tpu-v5p-8 on torchax (PROJECTED)" in text  # its row in the workload $ table
     measured, projected = report.workloads
     spec = gpu.scenario.resolved["workload"]
-    ft = page["projection"].fine_tune
-    assert projected.train_usd == ft.usd
-    assert projected.total_usd == pytest.approx(
-        spec["fine_tunes"] * ft.usd + spec["served_tokens_millions"] * measured.serve_usd_per_1m
+    serve = spec["served_tokens_millions"] * measured.serve_usd_per_1m
+    assert projected.train_usd == ft.usd and projected.train_usd_high == pytest.approx(ft.usd / low)
+    assert projected.total_usd == pytest.approx(spec["fine_tunes"] * ft.usd + serve)
+    assert projected.total_usd_high == pytest.approx(spec["fine_tunes"] * ft.usd / low + serve)
+    assert f"{projected.train_usd:.4g}-{projected.train_usd_high:.4g}" in markdown(report)
+    assert measured.train_usd_high is None  # a measured row is no range
+    # the CSV: one row per pair, each figure's ends in a low and a high column
+    (row,) = [r for r in csv.DictReader(io.StringIO(render_csv(report))) if r["row_kind"] == "tpu_vs_gpu"]
+    assert float(row["faster_high"]) == pytest.approx(faster) and float(row["faster_low"]) == pytest.approx(
+        faster * low
     )
+    assert float(row["cheaper_high"]) == pytest.approx(cheaper)
+    assert float(row["cheaper_low"]) == pytest.approx(cheaper * low)
+    assert float(row["fine_tune_usd_low"]) == pytest.approx(ft.usd)
+    assert float(row["fine_tune_usd_high"]) == pytest.approx(ft.usd / low)
+
+
+def test_the_projected_table_shows_the_calibrated_end_beside_every_projection(page):
+    """Paired or not, each projected row carries its calibrated end and the points named."""
+    from harness.calibration import calibrated_low
+    from reports.render import markdown
+
+    report = _report([], [page["projection"]])
+    (row,) = report.projected
+    low = calibrated_low("lora")
+    shape = page["shape"]
+    assert row.real_tokens_per_s_per_chip_low == pytest.approx(shape.real_tokens_per_s_per_chip_bound * low.ratio)
+    assert row.usd_per_1m_real_high == pytest.approx(shape.usd_per_1m_real_tokens_bound / low.ratio)
+    assert row.real_tokens_per_s_per_chip_low < row.real_tokens_per_s_per_chip_bound
+    assert low.point.source in row.calibration
+    assert "real tokens/s/chip calibrated low" in markdown(report) and "calibration: bound x" in markdown(report)
+
+
+def test_bench_show_states_the_calibrated_range_of_a_projection(page):
+    from harness.calibration import calibrated_low
+    from harness.display import projection_lines
+
+    text = "\n".join(projection_lines(page["projection"]))
+    low = calibrated_low("lora")
+    rate = page["shape"].real_tokens_per_s_per_chip_bound
+    ft = page["projection"].fine_tune
+    assert f"calibrated range at length 512: {rate * low.ratio:.4g}-{rate:.4g} real tokens/s per chip" in text
+    assert f"whole fine-tune ${ft.usd:.2f}-${ft.usd / low.ratio:.2f}" in text
+    assert low.point.source in text
+
+
+def _point(source, method, ratio, key="tpu-v5p", stack="a stack"):
+    from harness.calibration import CalibrationPoint
+
+    return CalibrationPoint(source, key, method, stack, ratio)
+
+
+def test_the_lower_end_comes_from_the_same_method_class_or_from_all_said_so():
+    from harness.calibration import calibrated_low
+
+    full = [_point("full a", "full", 0.56), _point("full b", "full", 0.50)]
+    lora = [_point("lora a", "lora", 0.08), _point("lora b", "lora", 0.2)]
+    assert calibrated_low("lora", full + lora).point.source == "lora a"
+    assert calibrated_low("full", full + lora).point.source == "full b"  # the adapter's 0.08 never taken
+    fallback = calibrated_low("lora", full)
+    assert not fallback.same_class and fallback.ratio == 0.50
+    assert "no adapter point is calibrated, so the lowest measured / bound of all points" in fallback.note()
+    assert calibrated_low("full", []) is None
+
+
+def test_without_any_calibration_point_the_sentence_says_at_most_and_no_lower_end(page):
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    (sentence,) = pair([page["projection"]], as_records([page["gpu"]]), calibration=[]).sentences
+    assert "at most" in sentence and "x cheaper per 1M real tokens" in sentence and "between" not in sentence
+    assert "at least" not in sentence
+    assert "no calibrated lower end: no measured / bound point is known" in sentence
+
+
+@pytest.fixture(scope="module")
+def w3_pair():
+    """A W3-like pairing: Gemma 3 27B LoRA (scenarios/w3_gemma_lora_tunix.yaml) projected
+    on v5p-8 through jax-tunix, against a 2x H100 record of the same scenario; the
+    projected step's programs are stated figures of a 27B LoRA micro-batch (2 rows of
+    2,048 per chip pass), not a compile: FLOPs 6 x 27e9 per token (forward, backward
+    through the frozen base, recompute), bytes accessed 2.2e11."""
+    from harness.cost import load_catalog, price_for
+    from harness.fine_tune import fine_tune_work
+    from harness.projection import Program, ProjectionRecord, shape_projection, tpu_slice
+    from harness.tpu_plan import _tpu_fine_tune
+
+    gpu_set = {"tasks": ["train"], "parallel.devices": 2}
+    gpu_scenario = _resolved_w3(gpu_set)
+    gpu = make_record(
+        [30.0, 31.0, 29.5, 30.5],
+        name="w3-gemma-lora-tunix",
+        backend="gpu-fsdp",
+        kind="cuda",
+        device="NVIDIA H100 80GB HBM3",
+        catalog_key="h100-sxm",
+        chips=2,
+        tokens=4177,  # W3's real / padded at 2,048 (0.127) x 16 rows
+        padded=32768,
+        overrides=gpu_set,
+    )
+    gpu["scenario"]["resolved"] = gpu_scenario.model_dump(mode="json")
+    gpu["scenario"]["file"] = "scenarios/w3_gemma_lora_tunix.yaml"
+    tpu_scenario = _resolved_w3({"tasks": ["train"], "parallel.devices": 4})
+    chip = tpu_slice("v5p-8")
+    rate = price_for(chip.catalog_key, None, load_catalog()).usd_per_chip_hour
+    work = fine_tune_work(tpu_scenario, 4)
+    plan = {"rows_per_step": 16, "rows_per_forward": 8, "accumulation": 2, "devices": 4}
+    flops = 2 * 2048 * 27e9 * 6
+    grad = Program(
+        name="grad", runs_per_step=2, compile_s=900.0, memory_bytes=60 * 1024**3, flops=flops, bytes_accessed=2.2e11
+    )
+    update = Program(
+        name="update", runs_per_step=1, compile_s=30.0, memory_bytes=1024**3, flops=1e9, bytes_accessed=1e9
+    )
+    shape = shape_projection(2048, plan, [grad, update], chip, rate, flops, work.real_fraction[2048])
+    projection = ProjectionRecord(
+        scenario={
+            "name": "w3-gemma-lora-tunix",
+            "variant": "default",
+            "resolved": tpu_scenario.model_dump(mode="json"),
+        },
+        backend="jax-tunix",
+        slice=chip.to_json(),
+        price=None,
+        plan=plan,
+        shapes=[shape],
+        fine_tune=_tpu_fine_tune(work, [shape], chip, rate),
+        provenance={},
+    )
+    return {"gpu": gpu, "projection": projection, "shape": shape}
+
+
+def _resolved_w3(overrides):
+    from harness.loader import resolve_runs
+
+    return resolve_runs("scenarios/w3_gemma_lora_tunix.yaml", overrides, None)[0].scenario
+
+
+def test_a_w3_like_pairing_spans_at_least_a_factor_3_with_an_adapter_point(w3_pair):
+    """W3 (27-31B LoRA on v5p-8 vs 2x H100): with an adapter point as low as the public
+    LoRA ports' (under 0.1 of such a bound), the sentence's range spans more than 3x and
+    its low end, not the bound, is what the published 1.61x is near."""
+    import re
+
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    points = [_point("a full run", "full", 0.56, key="tpu-v6e"), _point("a LoRA port", "lora", 0.08)]
+    (sentence,) = pair([w3_pair["projection"]], as_records([w3_pair["gpu"]]), calibration=points).sentences
+    found = re.search(r"between ([\d.]+)x and ([\d.]+)x faster, between ([\d.]+)x and ([\d.]+)x cheaper", sentence)
+    assert found, sentence
+    fast_low, fast_high, cheap_low, cheap_high = map(float, found.groups())
+    assert fast_high / fast_low >= 3 and cheap_high / cheap_low >= 3
+    assert fast_high / fast_low == pytest.approx(1 / 0.08, rel=0.01)  # the adapter point, not the full one
+    assert "the lowest measured / bound of the adapter points: a LoRA port (tpu-v5p, lora, a stack): 0.08" in sentence
+    assert "at least" not in sentence
+    # the bound alone would say over ten times: the range's low end is the honest side
+    assert fast_high > 10 and fast_low < 2
 
 
 @pytest.mark.parametrize("field, value", [("sequence.max_length", 256), ("data.num_examples", 64)])
@@ -160,17 +330,6 @@ def test_a_pair_differing_in_data_or_sequence_is_refused_naming_the_field(page, 
     (refused,) = pairing.refused
     assert refused.endswith(f": {field} differs")
     assert f"- not paired: {md_cell(refused)}" in markdown_lines(pairing, md_cell)  # as the report escapes it
-
-
-def test_a_published_calibration_gives_a_labelled_estimate(page):
-    from reports.tpu_vs_gpu import calibration_text
-
-    text = calibration_text(page["projection"], {"tpu-v5p": (0.4, "a source")})
-    estimate = page["shape"].real_tokens_per_s_per_chip_bound * 0.4
-    assert text == (
-        f"calibration: measured / bound 0.4 on tpu-v5p (a source); estimated = bound x 0.4: {estimate:.4g} real "
-        "tokens/s per chip (estimated)"
-    )
 
 
 def test_the_tpu_fine_tune_keeps_this_hosts_compile_apart(page):
@@ -208,8 +367,8 @@ def _step_bound_recomputed(record: dict) -> float:
 
 def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_configuration():
     """harness/calibration.py: every published TPU measurement has the projection record
-    of its own configuration (slice, model, method, global batch, sequence) committed in
-    benchmarks/calibration/, written by `bench plan --compile-for`; its bound and
+    of its own configuration (slice, model, method, global batch, sequence) shipped in
+    harness/calibration_points/, written by `bench plan --compile-for`; its bound and
     measured / bound recomputed here from the record's programs and the datasheet."""
     import json
 
@@ -228,14 +387,44 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
         assert entry.measured_over_bound == pytest.approx(entry.measured_tokens_per_s_per_chip / bound, rel=1e-9)
         # The publisher's own step time says the same tokens: a check on the transcribed figures.
         assert entry.measured_tokens_per_s_per_chip == pytest.approx(tokens_per_chip / entry.measured_step_s, rel=2e-3)
+        # ... and its log line holds them
+        assert f"seconds: {entry.measured_step_s:.3f}" in entry.log_line
+        assert f"Tokens/s/device: {entry.measured_tokens_per_s_per_chip:.3f}" in entry.log_line
+        assert f"total_weights: {entry.global_batch * entry.seq_len}" in entry.log_line
+        assert len(entry.source["commit"]) == 40 and entry.source["path"].startswith("training/")
         assert 0 < entry.measured_over_bound < 1  # a bound: nothing runs faster than it
         # docs/measurements.md's calibration table shows the records' figures, not others
         row = next(line for line in table if f"| {entry.slice} |" in line)
         assert f"{entry.bound_tokens_per_s_per_chip:,.0f}" in row and f"**{entry.measured_over_bound:.3f}**" in row
-    ratio, source = calibration.measured_over_bound("tpu-v6e")
-    assert ratio == calibration.PUBLISHED[0].measured_over_bound
-    assert source == "github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/v6e-8"
-    assert calibration.measured_over_bound("tpu-v5p") is None  # never borrowed from another generation
+    low = calibration.calibrated_low("full")
+    assert low.same_class and low.ratio == min(e.measured_over_bound for e in calibration.PUBLISHED)
+
+
+def test_an_ambiguous_provenance_is_said_in_the_point_and_the_sentence():
+    """The v6e-16 line is also a 2-slice demo's example log: the point says so."""
+    from harness import calibration
+
+    (ambiguous,) = [e for e in calibration.PUBLISHED if e.provenance_ambiguous]
+    assert ambiguous.slice == "tpu-v6e-16" and "2 slices" in ambiguous.slicing
+    assert "provenance ambiguous: single or multi-slice" in ambiguous.label
+    assert "provenance ambiguous" in calibration.calibrated_low("full").note()
+
+
+def test_a_points_table_with_a_field_missing_or_unknown_is_refused_naming_it(tmp_path):
+    import json
+
+    from harness import calibration
+
+    doc = json.loads((calibration.PROJECTIONS / calibration.TABLE).read_text())
+    del doc["points"][1]["seq_len"]
+    (tmp_path / calibration.TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"published.json: points\[1\].seq_len: missing"):
+        calibration.load_published(tmp_path)
+    doc["points"][1]["seq_len"] = 8192
+    doc["points"][0]["ratio"] = 0.5  # a ratio is never typed in
+    (tmp_path / calibration.TABLE).write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"points\[0\].ratio: unknown field"):
+        calibration.load_published(tmp_path)
 
 
 def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_is_refused(tmp_path, monkeypatch):
@@ -253,3 +442,63 @@ def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_
     monkeypatch.setattr(calibration, "PROJECTIONS", tmp_path)
     with pytest.raises(ValueError, match=r"shapes.seq_len is \[4096\], the published run's is \[8192\]"):
         replace(entry, projection="other.projection.json").measured_over_bound
+
+
+@pytest.mark.slow
+def test_a_built_wheel_ships_the_calibration_points(tmp_path):
+    """`pip wheel --no-deps .` (non-editable): the wheel holds the points table and every
+    projection record it names, and harness.calibration run from the unpacked wheel alone
+    (not this checkout) finds the points and their ratios."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    from harness import calibration
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
+        check=True,
+        capture_output=True,
+        cwd=calibration.ROOT,
+    )
+    (wheel,) = tmp_path.glob("bench-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"harness/calibration_points/published.json", "harness/calibration_points/gpu_published.json"} <= names
+    for entry in calibration.PUBLISHED:
+        assert f"harness/calibration_points/{entry.projection}" in names
+    unpacked = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    code = (
+        "import json, harness.calibration as c; "
+        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED + c.GPU_PUBLISHED]]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+    )
+    where, points = json.loads(out.stdout)
+    assert where.startswith(str(unpacked))  # the wheel's copy, not this checkout's
+    shipped = calibration.PUBLISHED + calibration.GPU_PUBLISHED
+    assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in shipped]
+    assert all(ratio for _, ratio in points)
+
+
+def test_only_a_steps_only_fine_tune_is_scaled_and_a_projection_without_its_method_is_refused(page):
+    from harness.calibration import calibrated_fine_tune_usd, method_of
+
+    ft = page["projection"].fine_tune
+    assert calibrated_fine_tune_usd(ft, 0.5) == pytest.approx(ft.usd / 0.5)
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"compile_in_time": True}), 0.5) is None
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"setup_s": 3.0}), 0.5) is None
+    assert calibrated_fine_tune_usd(ft.model_copy(update={"usd": None}), 0.5) is None
+    assert calibrated_fine_tune_usd(None, 0.5) is None
+    assert method_of(page["projection"]) == "lora"
+    bare = page["projection"].model_copy(update={"scenario": {"name": "x", "variant": "default"}})
+    with pytest.raises(ValueError, match=r"projection x: scenario.resolved.train.method missing"):
+        method_of(bare)
