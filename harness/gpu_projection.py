@@ -23,8 +23,10 @@ with measured ones.
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +240,7 @@ def project_scenario(
     calibrated range (from `points`, the published GPU runs by default), the whole
     fine-tune. Labelled projected throughout."""
     from harness import plan as plans
-    from harness.calibration import calibrated_low, gpu_points
+    from harness.calibration import calibrated_low
     from harness.fine_tune import fine_tune_work
 
     plan = plans.resolve(
@@ -401,4 +403,113 @@ def _range_lines(record: dict[str, Any]) -> list[str]:
         f"tokens/s per GPU{usd} (the bound's end is a best case; the other is bound x {cal['ratio']:.3g}: {cal['note']})",
         f"  whole fine-tune: {ft['steps']} steps, {ft['time_s'] / 60:.3g}-{cal['fine_tune_time_s'] / 60:.3g} min{ft_usd} "
         "(projected: steps only, setup and compiles not included)",
+    ]
+
+
+# --------------------------------------------------------------------------- the GPU side
+GPU_TABLE = "gpu_published.json"
+
+
+@dataclass(frozen=True)
+class PublishedGpuRun:
+    """A published GPU training measurement with the configuration bench bounds it at
+    (this module; the table's convention in gpu_published.json)."""
+
+    id: str
+    source: dict[str, str]  # repository, path, commit
+    quote: str  # the publisher's own row, the figures below transcribed from it
+    configuration_sources: str  # where the rest of the configuration is stated
+    stack: str
+    catalog_key: str
+    gpus: int
+    model: str  # bench's preset of the same architecture
+    method: str
+    lora_rank: int | None
+    lora_targets: list[str]
+    global_batch: int
+    rows_per_gpu: int  # per micro-batch
+    accumulation: int
+    seq_len: int
+    checkpointing: bool
+    fsdp: int
+    data: int
+    sharding: str
+    weight_bytes: int
+    grad_bytes: int
+    compute_bytes: int
+    measured_tokens_per_s_per_gpu: float
+    differences: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.source['repository']} {self.source['path']}@{self.source['commit'][:8]} ({self.id})"
+
+    def step_shape(self):
+        """The run's step as this module bounds it."""
+        from harness.metrics import matmul_weights
+        from harness.plan import lora_trainable_params
+        from harness.presets import MODEL_PRESETS
+
+        arch = MODEL_PRESETS[self.model]
+        lora = self.method == "lora"
+        trainable = lora_trainable_params(arch, tuple(self.lora_targets), self.lora_rank) if lora else None
+        return StepShape(
+            arch=arch,
+            lora=lora,
+            trainable=trainable if lora else sum(matmul_weights(arch)),
+            rows_per_gpu=self.rows_per_gpu,
+            accumulation=self.accumulation,
+            checkpointing=self.checkpointing,
+            fsdp=self.fsdp,
+            data=self.data,
+            sharding=self.sharding,
+            weight_bytes=self.weight_bytes,
+            grad_bytes=self.grad_bytes,
+            compute_bytes=self.compute_bytes,
+        )
+
+    @cached_property
+    def bound(self) -> dict[str, Any]:
+        """The step's bound on the catalog card (step_bound)."""
+        return step_bound(self.step_shape(), self.seq_len, gpu_card(f"{self.catalog_key}:{self.gpus}", self.id))
+
+    @property
+    def bound_tokens_per_s_per_gpu(self) -> float:
+        return self.rows_per_gpu * self.accumulation * self.seq_len / self.bound["step_s"]
+
+    @property
+    def measured_over_bound(self) -> float:
+        return self.measured_tokens_per_s_per_gpu / self.bound_tokens_per_s_per_gpu
+
+
+def load_gpu_published(folder: Any = None) -> tuple[PublishedGpuRun, ...]:
+    """The points of gpu_published.json (the package's by default), refused as
+    load_published refuses: naming the file, the entry and the field."""
+    from harness.calibration import PROJECTIONS
+
+    path = (PROJECTIONS if folder is None else folder) / GPU_TABLE
+    names = {f.name for f in fields(PublishedGpuRun)}
+    required = {f.name for f in fields(PublishedGpuRun) if f.default is MISSING}
+    out = []
+    for i, entry in enumerate(json.loads(path.read_text())["points"]):
+        unknown, missing = sorted(set(entry) - names), sorted(required - set(entry))
+        if unknown or missing:
+            field = (unknown or missing)[0]
+            raise ValueError(f"{path}: points[{i}].{field}: {'unknown field' if unknown else 'missing'}")
+        out.append(PublishedGpuRun(**entry))
+    return tuple(out)
+
+
+GPU_PUBLISHED: tuple[PublishedGpuRun, ...] = load_gpu_published()
+
+
+def gpu_points() -> list:
+    """The published GPU runs as calibration points (harness.calibration.CalibrationPoint:
+    their measured / bound). They live here, beside the bound they are divided by: the
+    calibration module holds the rule and the TPU points, and imports no projection."""
+    from harness.calibration import CalibrationPoint
+
+    return [
+        CalibrationPoint(run.label, run.catalog_key, run.method, run.stack, run.measured_over_bound)
+        for run in GPU_PUBLISHED
     ]

@@ -150,7 +150,8 @@ def calibration_pools(method: str) -> dict[str, tuple[list, str]]:
     says of them: the kind's own points of the method's class; else the class's points
     of the other kind (the same analytic bound, so comparable; never the other class
     while one exists, which would flatter an adapter run); else every point of the kind."""
-    from harness.calibration import gpu_points, method_class
+    from harness.calibration import method_class
+    from harness.gpu_projection import gpu_points
 
     kinds = {"cuda": gpu_points(), "tpu": tpu_points()}
     wanted = method_class(method)

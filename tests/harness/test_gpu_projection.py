@@ -142,8 +142,7 @@ def _quoted_tokens_per_s(run) -> float:
 
 
 def test_the_published_gpu_runs_are_bounded_at_their_configuration_and_match_their_quotes():
-    from harness.calibration import GPU_PUBLISHED, gpu_points
-    from harness.gpu_projection import gpu_card, micro_batch_work, update_work
+    from harness.gpu_projection import GPU_PUBLISHED, gpu_card, gpu_points, micro_batch_work, update_work
 
     assert len(GPU_PUBLISHED) >= 3
     assert {run.method for run in GPU_PUBLISHED} == {"full", "lora"}  # both classes
@@ -177,7 +176,7 @@ def test_bench_plan_project_for_prints_a_bound_and_a_calibrated_range_with_sourc
     import subprocess
     import sys
 
-    from harness.calibration import GPU_PUBLISHED
+    from harness.gpu_projection import GPU_PUBLISHED
 
     out = subprocess.run(
         [sys.executable, "-m", "harness.cli", "plan", "scenarios/gemma270m.yaml", "--project-for", "h100-sxm:1"]
@@ -208,7 +207,7 @@ def test_bench_plan_project_for_prints_a_bound_and_a_calibrated_range_with_sourc
 def test_docs_measurements_shows_each_gpu_point_s_bound_and_ratio():
     from pathlib import Path
 
-    from harness.calibration import GPU_PUBLISHED
+    from harness.gpu_projection import GPU_PUBLISHED
 
     section = Path("docs/measurements.md").read_text().split("(#43)", 1)[1]
     for run in GPU_PUBLISHED:
@@ -222,8 +221,7 @@ def test_a_scenario_projected_in_process_states_its_terms_range_and_record(tmp_p
     """project() and lines() without the CLI: W1 on 2 H100s (fsdp over both): the links
     term is there, the record holds what the lines print, the range's ends are the bound
     and the bound x the adapter points' lowest ratio."""
-    from harness.calibration import GPU_PUBLISHED
-    from harness.gpu_projection import GpuRequest, lines, project
+    from harness.gpu_projection import GPU_PUBLISHED, GpuRequest, lines, project
 
     (record,) = project(GpuRequest("scenarios/gemma270m.yaml", "gpu-fsdp", ["h100-sxm:2"], {}, "auto", tmp_path, None))
     assert record["card"] == {"name": "2x h100-sxm", "key": "h100-sxm", "count": 2, "link": "NVLink 4"}
@@ -271,22 +269,22 @@ def test_dollars_read_to_the_cent_or_three_figures_under_a_dollar(usd, text):
 
 
 def test_a_gpu_points_table_with_a_field_missing_or_unknown_is_refused_naming_it(tmp_path):
-    from harness import calibration
+    from harness import calibration, gpu_projection
 
-    doc = json.loads((calibration.PROJECTIONS / calibration.GPU_TABLE).read_text())
+    doc = json.loads((calibration.PROJECTIONS / gpu_projection.GPU_TABLE).read_text())
     del doc["points"][2]["seq_len"]
-    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
+    (tmp_path / gpu_projection.GPU_TABLE).write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"gpu_published.json: points\[2\].seq_len: missing"):
-        calibration.load_gpu_published(tmp_path)
+        gpu_projection.load_gpu_published(tmp_path)
     doc["points"][2]["seq_len"] = 4096
     doc["points"][1]["ratio"] = 0.5  # a ratio is never typed in
-    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
+    (tmp_path / gpu_projection.GPU_TABLE).write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"points\[1\].ratio: unknown field"):
-        calibration.load_gpu_published(tmp_path)
+        gpu_projection.load_gpu_published(tmp_path)
     del doc["points"][1]["ratio"]
-    (tmp_path / calibration.GPU_TABLE).write_text(json.dumps(doc))
-    loaded = calibration.load_gpu_published(tmp_path)
-    assert [r.id for r in loaded] == [r.id for r in calibration.GPU_PUBLISHED]
+    (tmp_path / gpu_projection.GPU_TABLE).write_text(json.dumps(doc))
+    loaded = gpu_projection.load_gpu_published(tmp_path)
+    assert [r.id for r in loaded] == [r.id for r in gpu_projection.GPU_PUBLISHED]
     assert loaded[2].measured_tokens_per_s_per_gpu == 608.42 and loaded[2].lora_targets[0] == "q_proj"
 
 

@@ -63,7 +63,7 @@ def test_a_lora_scenario_s_tpu_options_take_the_adapter_class_not_a_full_fine_tu
     """No TPU adapter point is calibrated: the TPU options' calibrated end comes from the
     GPU adapter points (said "adapter (GPU's)"), never from the TPU full fine-tunes' higher
     ratio, which would flatter them."""
-    from harness.calibration import gpu_points
+    from harness.gpu_projection import gpu_points
     from harness.recommend import calibration_pools, tpu_points
 
     assert not any(p.method == "lora" for p in tpu_points())

@@ -471,8 +471,8 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     code = (
-        "import json, harness.calibration as c; "
-        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED + c.GPU_PUBLISHED]]))"
+        "import json, harness.calibration as c, harness.gpu_projection as g; "
+        "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED + g.GPU_PUBLISHED]]))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -484,7 +484,9 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     )
     where, points = json.loads(out.stdout)
     assert where.startswith(str(unpacked))  # the wheel's copy, not this checkout's
-    shipped = calibration.PUBLISHED + calibration.GPU_PUBLISHED
+    from harness.gpu_projection import GPU_PUBLISHED
+
+    shipped = calibration.PUBLISHED + GPU_PUBLISHED
     assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in shipped]
     assert all(ratio for _, ratio in points)
 
