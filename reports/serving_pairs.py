@@ -124,24 +124,49 @@ def sentences(records, projections: list[dict[str, Any]]) -> list[str]:
     return out + beside_measurements(records, projections)
 
 
+def measured_load(record) -> tuple[int, int | None] | None:
+    """A serve record's closed-loop load, (requests in flight, output tokens a request), or
+    None for an open loop (its batch sizes depend on queueing, which no bound models)."""
+    serve = record.scenario.resolved.get("serve") or {}
+    load = serve.get("load") or {}
+    sweep = record.sweep or {}
+    if sweep.get("axis") == "concurrency":
+        return int(sweep["value"]), serve.get("output_tokens")
+    if load.get("request_rate") is not None or load.get("ramp") is not None or sweep:
+        return None
+    return int(load.get("concurrency") or 1), serve.get("output_tokens")
+
+
+def pairs(p: dict[str, Any], point: dict[str, Any], records) -> list:
+    """The serve runs a projection's load point stands beside, by the training projection's
+    rule (the same configuration): the same scenario, accelerator and chips, served by the
+    engine the projection assumes (vLLM, or vLLM-TPU), at the point's closed-loop load."""
+    engine = "serve-" + p["engine"]
+    return [
+        r
+        for r in records
+        if r.ok
+        and r.scenario.name == p["scenario"]
+        and r.accelerator.catalog_key == p["catalog_key"]
+        and r.accelerator.count == p["chips"]
+        and r.backend.name == engine
+        and measured_load(r) == (point["concurrency"], point["output_tokens"])
+    ]
+
+
 def beside_measurements(records, projections: list[dict[str, Any]]) -> list[str]:
-    """A projection and the serve runs of the same scenario, accelerator and chips:
-    measured output tok/s over the projection's bound (at most 1 where the bound holds)."""
+    """Each projection's load point beside the serve runs of the same configuration and
+    load: measured output tok/s over the point's bound (at most 1 where the bound holds)."""
     out = []
     for p in projections:
-        same = [
-            r
-            for r in records
-            if r.scenario.name == p["scenario"]
-            and r.accelerator.catalog_key == p["catalog_key"]
-            and r.accelerator.count == p["chips"]
-        ]
-        tok_s = _median(r.metrics.output_throughput_tok_s for r in same)
-        if tok_s is not None:
-            bound = p["points"][0]["output_tok_s"][1]
+        for point in p["points"]:
+            tok_s = _median(r.metrics.output_throughput_tok_s for r in pairs(p, point, records))
+            if tok_s is None:
+                continue
+            bound = point["output_tok_s"][1]
             out.append(
-                f"{p['scenario']} on {p['target']}: measured output {tok_s:.4g} tok/s is {tok_s / bound:.2f} of the "
-                f"projected bound ({bound:.4g} tok/s; calibrated range {p['calibration']['low']:.2f}-"
-                f"{p['calibration']['high']:.2f})"
+                f"{p['scenario']} on {p['target']} at concurrency {point['concurrency']}: measured output "
+                f"{tok_s:.4g} tok/s is {tok_s / bound:.2f} of the projected bound ({bound:.4g} tok/s; calibrated "
+                f"range {p['calibration']['low']:.2f}-{p['calibration']['high']:.2f})"
             )
     return out

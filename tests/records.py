@@ -192,3 +192,37 @@ def _window(time_s, tokens, padded) -> dict | None:
     if time_s is None:
         return None
     return {"num_steps": 4, "time_s": time_s, "tokens_real": 4 * tokens, "tokens_padded": 4 * padded, "num_compiles": 0}
+
+
+def requests(n: int, failed: int) -> list[dict]:
+    """n measured requests, the last `failed` of them failed (HTTP 500)."""
+    out = []
+    for i in range(n):
+        ok = i < n - failed
+        chunks = [i + 0.1 + 0.01 * k for k in range(4)] if ok else []
+        out.append(
+            {
+                "index": i,
+                "warmup": False,
+                "sent_s": float(i),
+                "chunk_s": chunks,
+                "end_s": (chunks[-1] if ok else i + 0.05) + 0.001,
+                "prompt_tokens": 10 if ok else None,
+                "output_tokens": 4 if ok else None,
+                "status": 200 if ok else 500,
+                "error": None if ok else "HTTP 500: server error",
+            }
+        )
+    return out
+
+
+def serve_record(n: int = 10, failed: int = 0, max_error_rate: float | None = None) -> dict:
+    from harness.metrics import serving_metrics
+
+    record = make_record([0.5] * 4)
+    raw = {"requests": requests(n, failed), "engine": "endpoint"}
+    metrics = serving_metrics(raw, {"ttft_s": None, "tpot_s": None, "e2el_s": None})
+    record.update(task="serve", raw=raw, metrics=metrics, cost=None)
+    serve = {} if max_error_rate is None else {"max_error_rate": max_error_rate}
+    record["scenario"]["resolved"]["serve"] = serve
+    return record

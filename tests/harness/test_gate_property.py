@@ -12,11 +12,10 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_gate_cannot_pass import serve_record
 
 from harness.cli import main
 
-from records import failed_record, make_record
+from records import failed_record, make_record, serve_record
 
 SCENARIOS = ("a", "b")
 STEP = st.floats(min_value=0.1, max_value=2.0, allow_nan=False)

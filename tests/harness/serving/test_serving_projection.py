@@ -119,6 +119,12 @@ def test_the_report_says_w3s_serving_sentence_each_side_measured_or_projected(tm
     assert (tpu["target"], gpu["target"]) == ("v6e-8", "h100-sxm:2")
     record = serve_record({"requests": timed_requests(20, 0)}, name="w3-gemma-lora-tunix", kind="cuda",
                           device="NVIDIA H100 80GB HBM3", catalog_key="h100-sxm", chips=2)  # fmt: skip
+    # served by the engine the projection assumes, at its point's closed-loop load
+    record["backend"]["name"] = "serve-vllm"
+    first = gpu["points"][0]
+    record["scenario"]["resolved"]["serve"].update(
+        output_tokens=first["output_tokens"], load={"concurrency": first["concurrency"]}
+    )
     (results / "gpu.json").write_text(json.dumps(record))
     done = bench("report", str(results), "-o", str(tmp_path / "report.md"), "--format", "md")
     assert done.returncode == 0, done.stderr
@@ -135,4 +141,7 @@ def test_the_report_says_w3s_serving_sentence_each_side_measured_or_projected(tm
     )
     assert expected in page, page[-3000:]
     bound = gpu["points"][0]["output_tok_s"][1]
-    assert f"w3-gemma-lora-tunix on h100-sxm:2: measured output {tok:.4g} tok/s is {tok / bound:.2f} of the" in page
+    assert (
+        f"w3-gemma-lora-tunix on h100-sxm:2 at concurrency {first['concurrency']}: measured output {tok:.4g} tok/s "
+        f"is {tok / bound:.2f} of the"
+    ) in page
