@@ -6,6 +6,14 @@ in the jax-tunix interpreter, on one device of whatever JAX sees (the CPU here):
 
     PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/tunix_setup_time.py [frozen dtype, default bf16]
 
+With `lora` first, times the rest of setup instead, before and after #45 item 4: Qwix's
+eager pass over the model (`eager_lora_model`) against the abstract one the backend now
+runs (`abstract_lora_model`), each inside the backend's `apply_lora` and followed by the
+logits-dtype check, `runs` times each (alternating; default 3), each in a fresh process
+(cold, as a run's worker does it once), medians reported:
+
+    PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/tunix_setup_time.py lora [runs] [frozen dtype]
+
 Also checks that both draw N(0, 0.02^2) weights of the same shapes and dtypes (the
 numbers differ: another generator), then times the rest of setup once (Qwix LoRA on W1's targets, the logits-dtype check), which is the same
 code either way. Prints a table and one JSON line last. W1's plan stores the frozen
@@ -105,7 +113,76 @@ def main(frozen: str = "bf16") -> dict:
     }
 
 
-if __name__ == "__main__":
+def lora_pass_times(runs: int = 3, frozen: str = "bf16") -> dict:
+    """Setup with qwix's eager pass and with the abstract one, `runs` times each
+    (alternating), each in a fresh process: cold, as the backend's worker runs it once."""
+    import statistics
+    import subprocess
+
+    times = {"eager": [], "abstract": []}
+    for _ in range(runs):
+        for name in times:
+            done = subprocess.run(
+                [sys.executable, __file__, "lora-once", name, frozen], capture_output=True, text=True, check=True
+            )
+            times[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    rest = {name: statistics.median(t["rest_s"] for t in found) for name, found in times.items()}
+    weights = statistics.median(t["weights_s"] for found in times.values() for t in found)
+    return {
+        **{k: v for k, v in times["eager"][0].items() if k not in ("rest_s", "weights_s", "pass")},
+        "runs": runs,
+        "weights_s": [t["weights_s"] for found in times.values() for t in found],
+        "rest_eager_s": [t["rest_s"] for t in times["eager"]],
+        "rest_abstract_s": [t["rest_s"] for t in times["abstract"]],
+        "rest_median_before_s": round(rest["eager"], 2),
+        "rest_median_after_s": round(rest["abstract"], 2),
+        "setup_median_before_s": round(weights + rest["eager"], 2),
+        "setup_median_after_s": round(weights + rest["abstract"], 2),
+        "setup_ratio": round((weights + rest["eager"]) / (weights + rest["abstract"]), 2),
+    }
+
+
+def lora_pass_once(name: str, frozen: str = "bf16") -> dict:
+    """W1's random weights, then the rest of setup (`apply_lora` with the pass `name`, the
+    logits-dtype check) timed once in this process."""
+    import jax
+    from tunix.models.gemma3 import model as gemma3
+
+    from backends.jax_common import mesh as make_mesh
+    from backends.jax_tunix import model as tunix_model
+    from harness.loader import resolve_runs
+
+    scenario = resolve_runs(SCENARIO)[0].scenario
+    config = tunix_model.tunix_config(tunix_model.scenario_architecture(scenario), frozen, "none")
+    mesh = make_mesh(jax.devices()[:1], {"fsdp": 1, "tensor": 1}, {"fsdp": "fsdp", "tensor": "tp"})
+    seed = scenario.train.seed
+    base, weights_s = timed(lambda: tunix_model.random_model(gemma3.Gemma3, config, mesh, config.param_dtype, seed))
+    lora_pass = {"eager": tunix_model.eager_lora_model, "abstract": tunix_model.abstract_lora_model}[name]
+    begun = time.perf_counter()
+    model = tunix_model.apply_lora(base, scenario.train, config, mesh, "fp32", lora_pass=lora_pass)
+    tunix_model.logits_dtype(model, mesh, tunix_model.jnp_dtype(frozen))
+    jax.block_until_ready(jax.tree.leaves(nnx_state(model)))
+    return {
+        "device": f"{jax.devices()[0].platform} ({jax.devices()[0].device_kind})",
+        "frozen_dtype": frozen,
+        "lora_targets": list(scenario.train.lora.target_modules),
+        "pass": name,
+        "weights_s": round(weights_s, 2),
+        "rest_s": round(time.perf_counter() - begun, 2),
+    }
+
+
+def nnx_state(model):
+    from flax import nnx
+
+    return nnx.state(model)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["lora-once"]:
+    print(json.dumps(lora_pass_once(*sys.argv[2:4])))
+elif __name__ == "__main__" and sys.argv[1:2] == ["lora"]:
+    print(json.dumps(lora_pass_times(*[int(a) for a in sys.argv[2:3]], *sys.argv[3:4])))
+elif __name__ == "__main__":
     found = main(*sys.argv[1:2])
     print(f"{'':24}{'before (s)':>12}{'after (s)':>12}{'ratio':>8}")
     print(f"{'random weights':24}{found['init_before_s']:>12}{found['init_after_s']:>12}{found['init_ratio']:>8}")

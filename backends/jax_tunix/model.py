@@ -208,30 +208,104 @@ def draw_weights(leaves, shardings: list, seed: int, scale: float, dtype) -> lis
     return placed
 
 
-def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None):
+def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None, lora_pass=None):
     """Qwix LoRA on the scenario's targets, started from the peft adapter in directory
     `init` if given (else qwix's init: random A, zero B), its weights cast to `dtype`
-    (qwix makes them in the base weights' dtype) and placed by their sharding annotations."""
+    (qwix makes them in the base weights' dtype) and placed by their sharding annotations.
+    The modules are found by an abstract pass (`abstract_lora_model`), not qwix's eager one
+    (`lora_pass` swaps it: benchmarks/tunix_setup_time.py times the two)."""
     import jax
-    import qwix
     from flax import nnx
 
-    lora = train.lora
-    provider = qwix.LoraProvider(
-        module_path=lora_module_pattern(lora.target_modules, config.num_heads == config.num_kv_heads),
-        rank=lora.rank,
-        alpha=lora.alpha,
-        dropout=lora.dropout,
-    )
-    with mesh:  # qwix traces the model once to find the modules; it needs the mesh
-        model = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(train.seed + 1), **sample_input(model, mesh))
+    pattern = lora_module_pattern(train.lora.target_modules, config.num_heads == config.num_kv_heads)
+    with mesh:
+        model = (lora_pass or abstract_lora_model)(model, train.lora, pattern, train.seed + 1, mesh)
         if init is not None:
-            load_peft_adapter(model, Path(init), lora)
+            load_peft_adapter(model, Path(init), train.lora)
         adapters = nnx.state(model, nnx.LoRAParam)
         nnx.update(model, jax.tree.map(lambda a: a.astype(jnp_dtype(dtype)), adapters))
         state = nnx.state(model)
         nnx.update(model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
     return model
+
+
+def lora_provider(lora, pattern: str, **initializers):
+    """Qwix's LoRA provider for the plan's `train.lora` on the modules `pattern` matches."""
+    import qwix
+
+    return qwix.LoraProvider(
+        module_path=pattern, rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout, **initializers
+    )
+
+
+def eager_lora_model(model, lora, pattern: str, seed: int, mesh):
+    """Qwix's own way (setup before #45 item 4): it runs the model once on a dummy input,
+    op by op on the devices, creating each adapter as its module is first called."""
+    import qwix
+    from flax import nnx
+
+    return qwix.apply_lora_to_model(
+        model, lora_provider(lora, pattern), rngs=nnx.Rngs(seed), **sample_input(model, mesh)
+    )
+
+
+def abstract_lora_model(model, lora, pattern: str, seed: int, mesh):
+    """The model `eager_lora_model` returns, the same adapters with the same numbers, with
+    qwix's pass over the model run on shapes only (`nnx.eval_shape`: no operation runs).
+    That pass records each adapter weight's initialisation in the order qwix made it;
+    they are then made for real, each from the key qwix's `rngs` gave it (one key per
+    weight in creation order, and one dropout key after each module's pair when dropout
+    is on: qwix 0.1.8's einsum), and merged with the base model's own arrays."""
+    import qwix
+    from flax import nnx
+
+    created = []
+    rule = qwix.LoraRule(module_path=pattern, rank=lora.rank, alpha=lora.alpha)
+    provider = lora_provider(
+        lora,
+        pattern,
+        lora_a_initializer=_recording(created, "a", rule.lora_a_initializer),
+        lora_b_initializer=_recording(created, "b", rule.lora_b_initializer),
+    )
+    sample = sample_input(model, mesh)
+    abstract = nnx.eval_shape(
+        lambda m, rngs: qwix.apply_lora_to_model(m, provider, rngs=rngs, **sample), model, nnx.Rngs(seed)
+    )
+    graphdef, state = nnx.split(abstract)
+    adapters = _replayed_adapters(created, nnx.state(abstract, nnx.LoRAParam), nnx.Rngs(seed), lora.dropout > 0)
+    base = dict(nnx.to_flat_state(nnx.state(model)))
+    for path, variable in nnx.to_flat_state(state):
+        variable.set_value(adapters[path] if path in adapters else base[path].get_value())
+    return nnx.merge(graphdef, state)
+
+
+def _recording(created: list, kind: str, initializer):
+    """`initializer`, noting (module path, "a" or "b", initializer, shape, dtype) of each call."""
+    from qwix._src.utils.flax_util import get_current_module_path
+
+    def record(key, shape, dtype):
+        created.append((tuple(get_current_module_path()), kind, initializer, tuple(shape), dtype))
+        return initializer(key, shape, dtype)
+
+    return record
+
+
+def _replayed_adapters(created: list, abstract_adapters, rngs, dropout: bool) -> dict:
+    """{path: array} of every adapter weight, made as qwix's eager pass made it."""
+    from flax import nnx
+
+    wanted = {path: variable.get_value() for path, variable in nnx.to_flat_state(abstract_adapters)}
+    made = {}
+    for module_path, kind, initializer, shape, dtype in created:
+        paths = [p for p in wanted if p[:-1] == module_path and str(p[-1]).endswith(f"_lora_{kind}")]
+        if len(paths) != 1:
+            raise RuntimeError(f"qwix's LoRA pass: {len(paths)} '{kind}' adapters under {module_path}, not one")
+        made[paths[0]] = initializer(rngs.params(), shape, dtype)
+        if kind == "b" and dropout:
+            rngs["dropout"]()
+    if set(made) != set(wanted) or any(made[p].shape != wanted[p].shape for p in wanted):
+        raise RuntimeError("qwix's abstract LoRA pass made other adapters than it recorded")
+    return made
 
 
 # peft's (block, module) in a Hugging Face Gemma 3 layer -> Tunix's (block, module, weight):

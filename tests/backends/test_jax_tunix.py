@@ -484,3 +484,105 @@ def test_a_model_tunix_cannot_build_is_a_failed_record_naming_the_field(tmp_path
     (record,) = records_in(tmp_path / "r")
     assert record["status"] == "failed" and "model.preset" in record["failure"]["reason"]
     assert "Gemma 3" in record["failure"]["reason"]
+
+
+# Qwix's eager pass (`eager_lora_model`, the way before #45 item 4) against the backend's
+# abstract one, on tiny-gemma3 over a 2 x 2 mesh: every weight's path, type, shape, dtype,
+# sharding metadata and value; the loss before and after one SGD step on the adapters
+# (after it, the loss depends on A: B starts at zero); and whether a forward pass ran on
+# real weights during setup (Gemma3.__call__ patched to note whether its weights were traced).
+TUNIX_LORA_PASSES = """
+import json, os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+from types import SimpleNamespace
+import jax, jax.numpy as jnp, numpy as np
+from flax import nnx
+from tunix.models.gemma3 import model as gemma3
+from backends.jax_common import mesh as make_mesh
+from backends.jax_tunix import model as tm
+from harness.presets import MODEL_PRESETS
+
+concrete_calls = []
+forward = gemma3.Gemma3.__call__
+def noting(self, *args, **kwargs):  # real weights: the pass runs; traced ones: shapes only
+    concrete_calls.append(not isinstance(self.embedder.input_embedding[...], jax.core.Tracer))
+    return forward(self, *args, **kwargs)
+gemma3.Gemma3.__call__ = noting
+
+config = tm.tunix_config(MODEL_PRESETS["tiny-gemma3"], "fp32", "none")
+mesh = make_mesh(jax.devices()[:4], {"fsdp": 2, "tensor": 2}, {"fsdp": "fsdp", "tensor": "tp"})
+base = tm.random_model(gemma3.Gemma3, config, mesh, config.param_dtype, 0)
+lora = SimpleNamespace(rank=4, alpha=8.0, dropout=float(sys.argv[1]),
+                       target_modules=("q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+train = SimpleNamespace(lora=lora, seed=0)
+pattern = tm.lora_module_pattern(lora.target_modules, False)
+tokens = jnp.asarray(np.random.default_rng(0).integers(0, config.num_embed, (2, 8)), jnp.int32)
+positions = jnp.broadcast_to(jnp.arange(8), (2, 8))
+mask = jnp.broadcast_to(jnp.tril(jnp.ones((8, 8), jnp.bool_)), (2, 8, 8))
+
+def loss(model):
+    logits, _ = model(tokens[:, :-1], positions[:, :-1], None, mask[:, :-1, :-1])
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32))
+    return -jnp.take_along_axis(logp, tokens[:, 1:, None], -1).mean()
+
+def losses(model):
+    model.set_attributes(qwix_rngs=nnx.Rngs(7))  # dropout's keys (qwix unsets them after setup)
+    first = loss(model)
+    grads = nnx.grad(loss, argnums=nnx.DiffState(0, nnx.LoRAParam))(model)
+    adapters = nnx.state(model, nnx.LoRAParam)
+    nnx.update(model, jax.tree.map(lambda p, g: p - 0.5 * g, adapters, grads))
+    return [float(first), float(loss(model))]
+
+def weights(model):
+    return {p: v for p, v in nnx.to_flat_state(nnx.state(model))}
+
+with mesh:
+    old = tm.eager_lora_model(base, lora, pattern, 1, mesh)
+    eager_calls, concrete_calls[:] = list(concrete_calls), []
+    new = tm.abstract_lora_model(base, lora, pattern, 1, mesh)
+    tm.apply_lora(base, train, config, mesh, "fp32")
+    setup_calls = list(concrete_calls)
+    old_w, new_w = weights(old), weights(new)
+    same = sorted(old_w) == sorted(new_w) and all(
+        type(old_w[p]) is type(new_w[p]) and old_w[p].get_metadata() == new_w[p].get_metadata()
+        and old_w[p][...].dtype == new_w[p][...].dtype
+        and np.array_equal(np.asarray(old_w[p][...]), np.asarray(new_w[p][...])) for p in old_w)
+    print(json.dumps({
+        "eager_calls": eager_calls, "setup_calls": setup_calls, "identical_weights": same,
+        "adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in old_w.items() if isinstance(v, nnx.LoRAParam)},
+        "abstract_adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in new_w.items() if isinstance(v, nnx.LoRAParam)},
+        "losses_eager": losses(old), "losses_abstract": losses(new),
+    }))
+"""
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_abstract_lora_pass_makes_qwix_eager_adapters_without_running_the_model(dropout):
+    """Setup's LoRA pass runs on shapes only, yet gives the model qwix's eager pass gives:
+    the same adapter paths, shapes and numbers (dropout draws keys between them), and the
+    same loss before and after one step; the eager pass runs the model on real arrays."""
+    stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
+    import json
+    import subprocess
+
+    from harness.registry import interpreter_for, worker_env
+
+    done = subprocess.run(
+        [interpreter_for("jax-tunix"), "-c", TUNIX_LORA_PASSES, str(dropout)],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["eager_calls"] == [True]  # the probe sees qwix's eager forward pass
+    assert found["setup_calls"] and not any(found["setup_calls"])  # traced calls only
+    assert found["adapters"] == found["abstract_adapters"]
+    assert len(found["adapters"]) == 2 * 5 * MODEL_LAYERS
+    assert found["identical_weights"]
+    assert found["losses_eager"] == pytest.approx(found["losses_abstract"], rel=1e-6)
+    assert found["losses_eager"][0] != pytest.approx(found["losses_eager"][1], rel=1e-6)
+
+
+MODEL_LAYERS = 2  # tiny-gemma3's
