@@ -274,11 +274,22 @@ def declares(task: str, metric_id: str) -> bool:
     if node is None or not rest:
         return node is not None
     for part in rest.split("."):
+        if _is_mapping(node):
+            return True  # a plain mapping's keys are its writer's (server_figures: the server's names)
         model = _model_of(node)
         if model is None or part not in model.model_fields:
             return False
         node = model.model_fields[part].annotation
     return True
+
+
+def _is_mapping(annotation: Any) -> bool:
+    """Whether an annotation is a mapping of open keys (`dict[str, Any] | None`)."""
+    import typing
+
+    if typing.get_origin(annotation) is dict or annotation is dict:
+        return True
+    return any(_is_mapping(arg) for arg in typing.get_args(annotation) if arg is not type(None))
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

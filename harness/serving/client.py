@@ -29,9 +29,6 @@ class RequestRecord:
     warmup: bool
     sent_s: float  # since the benchmark's clock origin: when the request was written
     chunk_s: list[float] = field(default_factory=list)  # arrival of each token chunk (non-empty choices)
-    # Token ids each token chunk carried, where the server sent them (serve.token_ids);
-    # None where it sent none (then chunks are counted, never tokens).
-    chunk_tokens: list[int] | None = None
     end_s: float | None = None  # last byte
     prompt_tokens: int | None = None  # from the server's usage
     output_tokens: int | None = None  # from the server's usage
@@ -54,6 +51,10 @@ class RequestRecord:
     posted_s: float | None = None
     arrival_s: float | None = None
     load_start_s: float | None = None
+    # Token ids each token chunk carried, where the server sent them (serve.token_ids);
+    # None where it sent none (then chunks are counted, never tokens). Last: a plug-in
+    # engine builds its records positionally (index, warmup, sent_s, chunk_s, end_s, ...).
+    chunk_tokens: list[int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

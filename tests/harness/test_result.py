@@ -134,7 +134,8 @@ def test_schema_1_records_report_as_they_did(tmp_path):
     remade once, when the headline moved to the unsynced window: its two columns lead
     the table and the conventions say so; and once for #39: "At a glance" tables, the
     main table's key columns with the rest in a second table, each n/a with its cause;
-    every figure the same); the CSV has six more columns, the figures
+    and once for #47: the serving table's four server columns, n/a [v] for these records,
+    whose server had no vLLM /metrics; every figure the same); the CSV has six more columns, the figures
     added since: three serve figures derived from the records' raw requests
     (harness.migrations), the cached prompt tokens, which no schema-1 server reported
     (empty), and the window's $/1M real tokens; the golden's columns are unchanged."""
@@ -165,6 +166,10 @@ def test_schema_1_records_report_as_they_did(tmp_path):
         "client_saturated",
         "achieved_rate_req_s",
         "server_metrics",
+        # #47's: the server's own figures and vLLM's convention, which these records lack
+        "server_figures",
+        "vllm_convention",
+        "convention_differences",
     ]
     assert set(today["cached_prompt_tokens"]) == set(today["cached_prompt_fraction"]) == {""}
     assert today[list(golden.columns)].to_csv(index=False) == golden.to_csv(index=False)

@@ -29,4 +29,4 @@ def test_the_history_page_renders_in_headless_chromium_with_its_budget_line(tmp_
     assert legend == ["step_time_s", "budget max 0.65 (s)"]
     assert points == 30 and lines == 2  # the series' 30 runs, its line and the budget's
     assert len(annotations) == 1 and annotations[0].startswith("step_time_s +1") and "at commit" in annotations[0]
-    assert "tiny [default] torch @ cpu x1: step_time_s +1" in changes
+    assert "tiny [default] torch@cpu: step_time_s +1" in changes
