@@ -14,8 +14,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.backend import BackendInfo, BackendOptions, Capabilities
-from harness.errors import SpecError
+from harness.basics.errors import SpecError
+from harness.run.backend import BackendInfo, BackendOptions, Capabilities
 
 FILENAME = "backend.yaml"
 # Given in code by the backend's __init__, or built here: never in the file.
@@ -26,7 +26,7 @@ def declared_backend(
     package_file: str, options: type[BackendOptions], eager: Callable[[dict[str, Any]], bool] | None = None
 ) -> BackendInfo:
     """The BackendInfo of the package whose `__init__.py` is `package_file`."""
-    from harness.yaml_io import read_document
+    from harness.basics.yaml_io import read_document
 
     path = Path(package_file).with_name(FILENAME)
     doc = read_document(path)

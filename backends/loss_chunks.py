@@ -120,18 +120,18 @@ def loss_budget_bytes(
     checkpointed: bool = False,
 ) -> float:
     """Device memory left to the head and loss on every backend (torch, gpu-fsdp,
-    torchax, jax-tunix): the plan's share of the device (harness.plan.MEMORY_HEADROOM)
+    torchax, jax-tunix): the plan's share of the device (harness.plan.plan.MEMORY_HEADROOM)
     less the step's own buffers, by the plan's memory model:
 
-    - the resident weights, gradients and AdamW state (harness.plan.resident_bytes),
+    - the resident weights, gradients and AdamW state (harness.plan.plan.resident_bytes),
       divided over the `fsdp` shards that hold them;
     - the activations one forward pass of `tokens` (on this device) keeps for the
-      backward: every layer's (harness.plan.activation_bytes_per_token), or, with
+      backward: every layer's (harness.plan.plan.activation_bytes_per_token), or, with
       gradient checkpointing, each layer's input plus one layer's set (the one being
       recomputed).
 
     May be negative (the step alone does not fit): plan_chunks is then given 0."""
-    from harness import plan as plans
+    from harness.plan import plan as plans
 
     compute = plans.DTYPE_BYTES.get(precision.compute, 4)
     resident = plans.resident_bytes(arch, precision, trainable) / max(fsdp, 1)

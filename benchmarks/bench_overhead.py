@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def scenario_for(preset: str, steps: int):
-    from harness.spec import Scenario
+    from harness.scenario.spec import Scenario
 
     return Scenario.model_validate(
         {
@@ -47,8 +47,8 @@ def harness_backend(scenario):
     from backends.torch_eager import TorchOptions
     from backends.torch_eager.backend import TorchBackend
     from harness.data.batches import build_batches
-    from harness.plan import build
-    from harness.worker import EventSink
+    from harness.plan.plan import build
+    from harness.run.worker import EventSink
 
     plan = build(scenario, "cpu", 1)
     backend = TorchBackend(scenario, plan, TorchOptions(), EventSink(None))
@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny-gemma3")
     args = parser.parse_args()
 
-    from harness.loop import run_steps
+    from harness.run.loop import run_steps
 
     scenario = scenario_for(args.preset, args.steps)
     backend = harness_backend(scenario)  # same seed: same weights for both loops

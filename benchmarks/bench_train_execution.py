@@ -104,7 +104,7 @@ def jax_loss_temps() -> dict:
     """Each JAX backend's compile-time temporary bytes for the loss and its gradients, per
     kernel, at the same size (benchmarks/jax_loss_probe.py in the backend's interpreter;
     compiled by XLA, never run). A backend whose interpreter is missing is skipped."""
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     found = {}
     for backend, variable in (("torchax", None), ("jax-tunix", "BENCH_PYTHON_JAX_TUNIX")):

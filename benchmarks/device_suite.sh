@@ -6,7 +6,7 @@
 #   bash benchmarks/device_suite.sh --dry-run
 #
 # On the device machine, from the repository root, with the offline wheels in .whl/
-# (here: `python -m harness.offline download .whl --python-version 3.12`, and
+# (here: `python -m harness.run.offline download .whl --python-version 3.12`, and
 # `echo /.whl/ >> .git/info/exclude` so the folder travels only when carried):
 #
 #   device tool: run, carry [".whl"], timeout_s 600, command:
@@ -32,7 +32,7 @@ export PYTHONUNBUFFERED=1
 WHEELS="${WHEELS:-.whl}"  # the carried wheel folder (a test points it elsewhere)
 if [ "${DEVICE_SUITE_TINY:-}" != "1" ] && ! ls "$WHEELS"/bench-*.whl >/dev/null 2>&1; then
   echo "device_suite: no wheel folder $WHEELS/ with bench's wheel in $PWD: build it where pip works" \
-       "(python -m harness.offline download .whl --python-version 3.12; echo /.whl/ >> .git/info/exclude)" \
+       "(python -m harness.run.offline download .whl --python-version 3.12; echo /.whl/ >> .git/info/exclude)" \
        "and call the device tool's run with carry: [\".whl\"]" | tee "$OUT/suite.log" >&2
   exit 2
 fi
@@ -43,9 +43,9 @@ phase() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
     phase "machine"
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
     phase "offline install (no index) and import check"
-    $py -m harness.offline install "$WHEELS" --target "$SITE"
+    $py -m harness.run.offline install "$WHEELS" --target "$SITE"
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-    $py -m harness.offline check --target "$SITE"
+    $py -m harness.run.offline check --target "$SITE"
     $py -c "import sys, torch, jax; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'jax', jax.__version__, jax.devices())"
   fi
   phase "runs"

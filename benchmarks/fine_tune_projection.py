@@ -1,7 +1,7 @@
 """How well a short benchmark run projects a whole fine-tune, measured end to end.
 
 For each padding policy: a short run of the scenario (a few steps: what `bench run`
-measures), its whole fine-tune projected from it (harness/fine_tune.py: setup + distinct
+measures), its whole fine-tune projected from it (harness/projection/fine_tune.py: setup + distinct
 lengths x compile seconds per shape + steps x steady step time), then the whole
 fine-tune really run (every example once: steps = examples / global batch, one warm-up
 step), and the two compared: the fine-tune's time is its setup plus every step's time.
@@ -40,9 +40,9 @@ def measured_fine_tune_s(record: dict) -> float:
 
 
 def one_policy(args, padding: str, tmp: Path) -> dict:
-    from harness.fine_tune import fine_tune_work, from_record
-    from harness.loader import resolve_runs
-    from harness.result import as_record
+    from harness.projection.fine_tune import fine_tune_work, from_record
+    from harness.records.result import as_record
+    from harness.scenario.loader import resolve_runs
 
     base = {
         "sequence.padding": padding,

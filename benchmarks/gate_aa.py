@@ -56,7 +56,7 @@ def main() -> None:
 
 def run_records(args) -> dict:
     """Every run of the A/A experiment (one `bench run` with repeats), by repeat number."""
-    from harness.store import load_records
+    from harness.records.store import load_records
 
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -81,7 +81,7 @@ def run_records(args) -> dict:
 
 def gate_trials(args, by_repeat: dict) -> list[dict]:
     """Each trial's gate of its current set against its baseline set (no run shared)."""
-    from harness.gate import BudgetsFile, relative_threshold, run_gate
+    from harness.gate.gate import BudgetsFile, relative_threshold, run_gate
 
     budgets = BudgetsFile.model_validate({"relative": {"step_time_s": args.budget}})
     rows = []

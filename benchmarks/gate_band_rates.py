@@ -1,4 +1,4 @@
-"""How often the history band (harness/history.py, BAND_RULE) fails an unchanged run and
+"""How often the history band (harness/gate/history.py, BAND_RULE) fails an unchanged run and
 catches a slower one, on generated series: the rates docs/reports-and-gates.md quotes.
 
 Answers: with 10 runs of 3% normal noise, what share of unchanged runs fall beyond the band
@@ -14,7 +14,7 @@ import numpy as np
 
 
 def rates(trials: int, n: int, noise: float, slower: float, seed: int) -> dict[str, float]:
-    from harness.history import band
+    from harness.gate.history import band
 
     rng = np.random.default_rng(seed)
     windows = rng.normal(1.0, noise, (trials, n))

@@ -9,7 +9,7 @@ backend's own step (backends/*/aot.py: the programs it jits, with the record's p
 compiled for this host's devices (`jax.devices()`, JAX's CUDA backend on the card),
 `cost_analysis` for its FLOPs and bytes, the collectives of its HLO, and the bound
 max(FLOPs / peak, bytes / HBM bandwidth, collective bytes / NVLink) per program with the
-card's datasheet figures (harness/accelerators.py), at the record's longest padded
+card's datasheet figures (harness/figures/accelerators.py), at the record's longest padded
 length; then measured / bound = bound step time / the record's mean steady step
 (harness/fine_tune.steady_step_s). Written as `<run_id>.calibration.json` beside the
 record (or under --out) and printed. Needs the record's own environment (the JAX
@@ -32,8 +32,8 @@ AOT_MODULES = {"jax-tunix": "backends.jax_tunix.aot", "torchax": "backends.torch
 def card(catalog_key: str, count: int):
     """The card as the projection's chip: its peak, HBM bandwidth and NVLink; None
     when bench has no figure for one of them (then no bound is claimed)."""
-    from harness.accelerators import GPU_HBM_BYTES_PER_S, NVLINK_BYTES_PER_S, peak_flops
-    from harness.projection import TpuSlice
+    from harness.figures.accelerators import GPU_HBM_BYTES_PER_S, NVLINK_BYTES_PER_S, peak_flops
+    from harness.projection.projection import TpuSlice
 
     peak, hbm = peak_flops(catalog_key), GPU_HBM_BYTES_PER_S.get(catalog_key)
     if not peak or not hbm:
@@ -56,9 +56,9 @@ def card(catalog_key: str, count: int):
 def calibration(record: dict[str, Any], programs: list[dict[str, Any]], seq_len: int) -> dict[str, Any]:
     """measured / bound of a record from its step's compiled programs' facts (as
     backends/jax_common/aot.compile_facts writes them)."""
-    from harness.fine_tune import steady_step_s
-    from harness.projection import Program
-    from harness.tpu_plan import _program
+    from harness.projection.fine_tune import steady_step_s
+    from harness.projection.projection import Program
+    from harness.projection.tpu_plan import _program
 
     chip = card(record["accelerator"]["catalog_key"], record["accelerator"]["count"])
     if chip is None:
@@ -95,8 +95,8 @@ def compile_record(record: dict[str, Any]) -> tuple[list[dict[str, Any]], int, s
 
     import jax
 
-    from harness.loader import validate
-    from harness.plan import Plan
+    from harness.plan.plan import Plan
+    from harness.scenario.loader import validate
 
     backend = record["backend"]["name"]
     if backend not in AOT_MODULES:

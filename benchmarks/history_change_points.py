@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from scipy.stats import t
 
-from harness import history
+from harness.gate import history
 
 STEP_AT, N, NOISE = 18, 30, 0.03
 

@@ -12,28 +12,38 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
-    "tests/harness/test_metrics.py",
-    "tests/harness/test_serving_metrics.py",
-    "tests/harness/test_cost.py",
+    "tests/harness/figures/test_metrics.py",
+    "tests/harness/serving/test_serving_metrics.py",
+    "tests/harness/figures/test_cost.py",
     "tests/reports/test_stats.py",
     "tests/reports/test_compare.py",
 ]
 # (name, file, the line's text, its mutated text)
 MUTANTS = [
-    ("1 full FT FLOPs without the LM head", "harness/metrics.py", "return 6 * (layers + head)", "return 6 * layers"),
+    (
+        "1 full FT FLOPs without the LM head",
+        "harness/figures/metrics.py",
+        "return 6 * (layers + head)",
+        "return 6 * layers",
+    ),
     (
         "2 step-time p90 at the 99th percentile",
-        "harness/metrics.py",
+        "harness/figures/metrics.py",
         '"p90": percentile(values, 90)',
         '"p90": percentile(values, 99)',
     ),
     (
         "3 goodput ignoring the TTFT target",
-        "harness/metrics.py",
+        "harness/figures/metrics.py",
         "slo = {k: slo.get(k) for k in SLO_TARGETS}",
         'slo = {k: slo.get(k) for k in SLO_TARGETS if k != "ttft_s"}',
     ),
-    ("4 break-even ignoring b's chips", "harness/cost.py", "hourly_a / speedup / b.chips", "hourly_a / speedup"),
+    (
+        "4 break-even ignoring b's chips",
+        "harness/figures/cost.py",
+        "hourly_a / speedup / b.chips",
+        "hourly_a / speedup",
+    ),
     ("5 a 90% interval labelled 95%", "reports/stats.py", "tail = (1 - LEVEL) / 2 * 100", "tail = (1 - LEVEL) * 100"),
     (
         "6 interval not inverted on a flip",
@@ -44,7 +54,7 @@ MUTANTS = [
     ("7 cost ratio not inverted on a swap", "reports/compare.py", "c.cost.inverted() if c.cost else None", "c.cost"),
     (
         "8 ITL gaps shifted, count kept",
-        "harness/metrics.py",
+        "harness/figures/metrics.py",
         'itl = [b - a for r in done for a, b in zip(r["chunk_s"], r["chunk_s"][1:])]',
         'itl = [b - r["chunk_s"][0] for r in done for a, b in zip(r["chunk_s"], r["chunk_s"][1:])]',
     ),

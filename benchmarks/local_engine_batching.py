@@ -30,7 +30,7 @@ REQUESTS, OUTPUT = 8, 32
 
 
 def scenario(prompt_words: int, concurrency: int):
-    from harness.loader import document_from_text, validate
+    from harness.scenario.loader import document_from_text, validate
 
     doc = document_from_text((ROOT / "scenarios" / "tiny.yaml").read_text(), "tiny.yaml")
     doc["tasks"] = ["serve"]

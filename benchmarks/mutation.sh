@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Mutation check of the formula modules (harness/metrics.py, harness/cost.py,
-# harness/gate.py, reports/stats.py, reports/compare.py, reports/factors.py, and the
-# projection's: harness/projection.py, harness/fine_tune.py, harness/tpu_plan.py,
-# harness/accelerators.py): mutmut
+# Mutation check of the formula modules (harness/figures/metrics.py, harness/figures/cost.py,
+# harness/gate/gate.py, reports/stats.py, reports/compare.py, reports/factors.py, and the
+# projection's: harness/projection/projection.py, harness/projection/fine_tune.py, harness/projection/tpu_plan.py,
+# harness/figures/accelerators.py): mutmut
 # (pinned in pyproject's `mutation` extra, configured in [tool.mutmut]) changes one thing
 # at a time in them and runs their fast tests; a mutant no test fails is a survivor.
 # Run from the repository root:

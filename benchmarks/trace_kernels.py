@@ -2,7 +2,7 @@
 trace (Chrome JSON): per traced step (the harness's `bench.step.N` spans), the GPU busy
 fraction (the union of the kernels' intervals over the span), then the top kernels by
 total time over the traced steps. Run by benchmarks/device_suite.py after the torch W1
-run; reads with harness.trace (no framework needed).
+run; reads with harness.run.trace (no framework needed).
 
     python benchmarks/trace_kernels.py RESULTS_DIR [top N, default 12]
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.trace import read_events  # noqa: E402
+from harness.run.trace import read_events  # noqa: E402
 
 KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 

@@ -78,7 +78,7 @@ def main(frozen: str = "bf16") -> dict:
 
     from backends.jax_common import mesh as make_mesh
     from backends.jax_tunix import model as tunix_model
-    from harness.loader import resolve_runs
+    from harness.scenario.loader import resolve_runs
 
     scenario = resolve_runs(SCENARIO)[0].scenario
     arch = tunix_model.scenario_architecture(scenario)
@@ -150,7 +150,7 @@ def lora_pass_once(name: str, frozen: str = "bf16") -> dict:
 
     from backends.jax_common import mesh as make_mesh
     from backends.jax_tunix import model as tunix_model
-    from harness.loader import resolve_runs
+    from harness.scenario.loader import resolve_runs
 
     scenario = resolve_runs(SCENARIO)[0].scenario
     config = tunix_model.tunix_config(tunix_model.scenario_architecture(scenario), frozen, "none")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.basics.errors import BenchError
 from harness.commands import (
     backends,
     cost,
@@ -26,7 +27,6 @@ from harness.commands import (
     validate,
 )
 from harness.commands.common import print_error
-from harness.errors import BenchError
 
 # The dispatcher table, in `bench --help`'s order.
 COMMANDS = {

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.metrics import across_runs
-from harness.result import RunRecord
+from harness.figures.metrics import across_runs
+from harness.records.result import RunRecord
 from reports.factors import ACCELERATOR, BACKEND, OWNED_BY_ACCELERATOR, PRECISION, UNSET, comparable, level_text
 from reports.stats import Ratio, noise_words, ratio_of_medians, ratio_sentence
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.errors import SpecError
-from harness.result import Accelerator, RunRecord
+from harness.basics.errors import SpecError
+from harness.records.result import Accelerator, RunRecord
 
 ACCELERATOR, BACKEND, PRECISION = "accelerator", "backend", "train.precision"
 # Fields that describe the scenario file or the harness's bookkeeping, not the run.
@@ -42,8 +42,8 @@ OWNED_BY_ACCELERATOR = ("parallel.devices", "price")
 
 def accelerator_label(acc: Accelerator) -> str:
     """`v5p-8` for a TPU slice (what `bench cost` accepts), else `2x h100-sxm`."""
-    from harness.accelerators import _CORES_PER_CHIP
-    from harness.cost import parse_fleet
+    from harness.figures.accelerators import _CORES_PER_CHIP
+    from harness.figures.cost import parse_fleet
 
     key, chips = acc.catalog_key, int(acc.count or 1)
     if key.startswith("tpu-"):
@@ -80,13 +80,13 @@ def backend_label(record: RunRecord) -> str:
 
 
 def price_label(record: RunRecord) -> str:
-    # By figure id: a plug-in task's cost may be a plain mapping (harness.result).
+    # By figure id: a plug-in task's cost may be a plain mapping (harness.records.result).
     rate, pricing = record.figure("cost.price.usd_per_chip_hour"), record.figure("cost.price.pricing")
     return f"${rate:g}/chip-h {pricing}" if rate is not None else "unpriced"
 
 
 def profile_name(record: RunRecord) -> str | None:
-    """The name of the profile a reduced run applied (harness.loader: its name,
+    """The name of the profile a reduced run applied (harness.scenario.loader: its name,
     overrides and `reduced`), None for a full run."""
     profile = record.scenario.profile
     if isinstance(profile, dict):
@@ -180,7 +180,7 @@ def parse_selector(text: str, option: str) -> list[tuple[str, str]]:
 def accelerator_matches(acc: Accelerator, wanted: str) -> bool:
     """A catalog key (`tpu-v5p`, any chip count), `key:chips`, a TPU slice (`v5p-8`), or
     the report's own label (`2x h100-sxm`)."""
-    from harness.cost import parse_fleet
+    from harness.figures.cost import parse_fleet
 
     if wanted in (acc.catalog_key, accelerator_label(acc)):
         return True

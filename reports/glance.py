@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.metrics import across_runs
+from harness.figures.metrics import across_runs
 from reports import absent
 from reports.model import SERVE_USD_COLUMN, fmt
 

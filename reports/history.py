@@ -9,8 +9,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import history
-from harness.history import ChangePoint, Series
+from harness.gate import history
+from harness.gate.history import ChangePoint, Series
 from reports.plots import label
 
 
@@ -140,7 +140,7 @@ def report_section(records) -> dict[str, Any] | None:
 
 
 def report_markdown(records) -> list[str]:
-    from harness.textsafe import md_cell
+    from harness.basics.textsafe import md_cell
 
     items = _over_commits(records)
     if not items:

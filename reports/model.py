@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness import tasks
-from harness.cost import scaled_cost_ratios
-from harness.errors import BenchError, SpecError
-from harness.metrics import across_runs
-from harness.registry import compiles_nothing
-from harness.result import Price, RunRecord, as_records
+from harness.basics.errors import BenchError, SpecError
+from harness.figures.cost import scaled_cost_ratios
+from harness.figures.metrics import across_runs
+from harness.records.result import Price, RunRecord, as_records
+from harness.run.registry import compiles_nothing
+from harness.scenario import task_registry as tasks
 from harness.tasks.base import Column
 from reports import absent, compare, factors, stats
 from reports import serving as serve_report
@@ -390,7 +390,7 @@ def build(
 ) -> Report:
     """The report of these records: RunRecords, or stored records' JSON (validated and
     migrated here, once: everything past this point reads typed records). `projections`
-    (harness.projection.ProjectionRecord) are shown apart, as projected."""
+    (harness.projection.projection.ProjectionRecord) are shown apart, as projected."""
     records = as_records(records)
     serving = _serving_rows([r for r in records if r.ok and layout_of(r) == "serving"])
     ok = [r for r in records if r.ok and layout_of(r) == "comparisons"]
@@ -553,9 +553,9 @@ def _w3_extras(scenario: str, a: Row, b: Row, report: Report) -> list[str]:
 
 
 def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
-    """harness.cost.workload_cost for every train row of a scenario with a `workload`
+    """harness.figures.cost.workload_cost for every train row of a scenario with a `workload`
     section and one serving configuration on the same accelerator (medians over runs)."""
-    from harness.cost import workload_cost
+    from harness.figures.cost import workload_cost
 
     rows: list[WorkloadRow] = []
     serving = _serving_groups([r for r in records if layout_of(r) == "serving"])
@@ -613,9 +613,9 @@ def _workloads(records: list[RunRecord]) -> list[WorkloadRow]:
 
 
 def _fine_tune_usd(record: RunRecord, tokens_millions: float) -> tuple[float | None, str]:
-    """harness.cost.fine_tune_cost of a train record (FINE_TUNE_FORMULA: the scenario's
+    """harness.figures.cost.fine_tune_cost of a train record (FINE_TUNE_FORMULA: the scenario's
     stated tokens at the record's $/1M real tokens + setup + warm-up), with the basis."""
-    from harness.cost import fine_tune_cost, fine_tune_rate
+    from harness.figures.cost import fine_tune_cost, fine_tune_rate
 
     rate = fine_tune_rate(record.cost)
     basis = f"{tokens_millions:g}M real tokens x {rate[1]} $/1M + setup + warm-up" if rate else "no $/1M real tokens"

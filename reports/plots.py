@@ -320,7 +320,7 @@ def latency_cdf(report) -> Any | None:
 
     if not report.serving:
         return None
-    from harness.metrics import request_latencies
+    from harness.figures.metrics import request_latencies
 
     fig = go.Figure()
     for row in report.serving:

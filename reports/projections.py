@@ -1,13 +1,13 @@
 """The report's projected figures, always labelled projected, never in measured rows.
 
-- Projected on TPU: one row per stored projection (harness/projection.py: a scenario's
+- Projected on TPU: one row per stored projection (harness/projection/projection.py: a scenario's
   step compiled ahead of time for a TPU slice): fits, memory per device, the roofline
   bound on step time and tokens/s per chip, $/1M at list price, the compiles the whole
   fine-tune will pay. Where a measured record of the same configuration (scenario,
   variant, backend, accelerator and chips) exists, measured / projected tokens/s per chip:
   how far the real step stays from the compiler's bound.
 - Projected fine-tune: per measured train run whose scenario prices a workload or
-  compares padding policies, the whole fine-tune it stands for (harness/fine_tune.py),
+  compares padding policies, the whole fine-tune it stands for (harness/projection/fine_tune.py),
   and one line per scenario: "projected fine-tune: static X min, dynamic Y min".
 """
 
@@ -37,8 +37,8 @@ class ProjectedRow:
     measured_over_projected: float | None  # measured padded tokens/s per chip / padded bound
     real_tokens_per_s_per_chip_bound: float | None = None  # per real token (the fine-tune's real/padded)
     usd_per_1m_real_bound: float | None = None
-    flops_flag: str | None = None  # the FLOPs check's flag on any shape (harness.projection.flops_check)
-    # The calibrated other end of each bound (harness.calibration.calibrated_low): the real
+    flops_flag: str | None = None  # the FLOPs check's flag on any shape (harness.projection.projection.flops_check)
+    # The calibrated other end of each bound (harness.projection.calibration.calibrated_low): the real
     # tokens/s per chip bound x the lowest measured / bound of the method's class, and the
     # $/1M real tokens bound / it; None where no point is calibrated.
     real_tokens_per_s_per_chip_low: float | None = None
@@ -70,7 +70,7 @@ def _matches(record, projection) -> bool:
 def calibrated_ends(projection, shape) -> tuple[float | None, float | None, str]:
     """(real tokens/s per chip, $/1M real tokens) at the lowest calibrated measured /
     bound of the projection's method class, and the note naming its points."""
-    from harness.calibration import calibrated_low, method_of
+    from harness.projection.calibration import calibrated_low, method_of
 
     low = calibrated_low(method_of(projection))
     if low is None:
@@ -129,7 +129,7 @@ def wants_fine_tune(record) -> bool:
 def _scenario(resolved_json: str):
     import json
 
-    from harness.loader import validate
+    from harness.scenario.loader import validate
 
     return validate(json.loads(resolved_json), "record")
 
@@ -140,8 +140,8 @@ def fine_tune_of(record):
     or steps)."""
     import json
 
-    from harness.errors import BenchError
-    from harness.fine_tune import from_record
+    from harness.basics.errors import BenchError
+    from harness.projection.fine_tune import from_record
 
     price = record.cost.price.usd_per_chip_hour if record.cost is not None and record.cost.price else None
     try:

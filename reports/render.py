@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from harness.cost import FINE_TUNE_FORMULA
-from harness.result import RunRecord
-from harness.textsafe import md_cell
+from harness.basics.textsafe import md_cell
+from harness.figures.cost import FINE_TUNE_FORMULA
+from harness.records.result import RunRecord
 from reports import absent, glance
 from reports.embed import script_json
 from reports.factors import profile_name, short
@@ -30,7 +30,7 @@ def output_format(output: str | None, requested: str | None) -> tuple[Path, str]
     """The file and format `-o` and `--format` ask for: the format is `-o`'s extension
     (.html, .md, .csv; any other is refused, as is a --format that contradicts it);
     without `-o`, the default file of the format (html unless --format says)."""
-    from harness.errors import SpecError
+    from harness.basics.errors import SpecError
 
     if output is None:
         fmt = requested or "html"
@@ -53,7 +53,7 @@ def factor_names(section) -> str:
 
 
 def trace_links(record: RunRecord, base: Path | None) -> list[dict[str, str]]:
-    """A traced run's trace files (harness/trace.py), as links relative to the report's
+    """A traced run's trace files (harness/run/trace.py), as links relative to the report's
     folder: the record names them relative to its own."""
     files = (record.trace or {}).get("files") or []
     if not files or not record.path:

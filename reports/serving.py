@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.metrics import percentile, request_latencies
-from harness.result import RunRecord
+from harness.figures.metrics import percentile, request_latencies
+from harness.records.result import RunRecord
 from reports import factors
 
 PERCENTILES = (50, 90, 99)
@@ -31,7 +31,7 @@ class Curve:
 def _achieved_or(requests: list[dict[str, Any]], nominal: float | None) -> tuple[float | None, str]:
     """A point's x: the request rate its measured requests were sent at (two or more
     sends), else its nominal rate."""
-    from harness.metrics import achieved_rate
+    from harness.figures.metrics import achieved_rate
 
     sent = [r for r in requests if not r["warmup"] and not (r["error"] or "").startswith("not sent")]
     rate = achieved_rate(sent)

@@ -1,7 +1,7 @@
 """TPU projected against GPU measured, on one page (issues 37 and 43).
 
 No TPU is reachable, so the TPU half of a TPU-versus-GPU answer is a projection (a
-deviceless compile's roofline bound, harness/projection.py) and the GPU half a
+deviceless compile's roofline bound, harness/projection/projection.py) and the GPU half a
 measurement. This module pairs them and says so in one sentence per pair, as a range:
 
     "gemma270m [default]: tpu-v5p-8 (projected, compiler bound) vs 2x h100-sxm on torch
@@ -13,7 +13,7 @@ measurement. This module pairs them and says so in one sentence per pair, as a r
 The bound is a lower bound on step time and cost, so every ratio built on it is the most
 the TPU could gain ("at most"): the high end. The low end multiplies it by the lowest
 calibrated measured / bound of the projection's method class (adapter or full,
-harness.calibration.calibrated_low), or of all points where that class has none, said
+harness.projection.calibration.calibrated_low), or of all points where that class has none, said
 so. Pairing rule: the same scenario name and cell (variant); the resolved scenarios may
 differ only in what is an execution choice or owned by the accelerator (PAIRING_ALLOWED:
 devices and parallelism, the backend and its options, compile, the attention kernel, the
@@ -144,7 +144,7 @@ def _median(values) -> float | None:
 class PairRange:
     """A pair's figures as ranges, each end labelled by where it comes from. `high` ends
     are the bound's (a best case: the most the TPU could be faster or cheaper); `low`
-    ends are the bound x the lowest calibrated measured / bound (harness.calibration).
+    ends are the bound x the lowest calibrated measured / bound (harness.projection.calibration).
     faster = TPU real tokens/s (all chips) / GPU's; cheaper = GPU $ / TPU $ per 1M real
     tokens; fine-tune $ low = the bound's, high = every step at the calibrated rate."""
 
@@ -155,12 +155,12 @@ class PairRange:
     fine_tune_usd_low: float | None
     fine_tune_usd_high: float | None
     gpu_fine_tune_usd: float | None
-    calibrated: Any  # harness.calibration.CalibratedLow, or None: no point calibrated at all
+    calibrated: Any  # harness.projection.calibration.CalibratedLow, or None: no point calibrated at all
 
 
 def pair_range(projection, group, calibration=None) -> PairRange:
     """The pair's figures: bound ends and calibrated ends (PairRange)."""
-    from harness.calibration import calibrated_fine_tune_usd, calibrated_low, method_of
+    from harness.projection.calibration import calibrated_fine_tune_usd, calibrated_low, method_of
     from reports.projections import fine_tune_of
 
     shape = max(projection.shapes, key=lambda s: s.seq_len)

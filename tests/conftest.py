@@ -157,9 +157,9 @@ def results(tmp_path) -> Path:
 
 @pytest.fixture(autouse=True)
 def _fine_tune_batches_computed_afresh():
-    """harness.fine_tune remembers a fine-tune's batches per process (a report asks for
+    """harness.projection.fine_tune remembers a fine-tune's batches per process (a report asks for
     them several times); each test starts without them, so a test (and a mutant under
     the mutation check, forked from a warm process) runs the code it checks."""
-    from harness import fine_tune
+    from harness.projection import fine_tune
 
     fine_tune._WORK.clear()

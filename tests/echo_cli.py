@@ -6,7 +6,7 @@ no ML framework, so a run costs a Python start, not a torch import and a model b
 `echo_env` registers it the way an installed plug-in is registered: a `bench.tasks`
 entry point in a dist-info folder on PYTHONPATH (importlib.metadata reads it, in the
 `bench` process; the runner hands the task's target to its workers). The task here is
-tests/echo_task.py's with harness.faults applied, so the fault tests need no framework
+tests/echo_task.py's with harness.run.faults applied, so the fault tests need no framework
 either: `at: setup` faults fire before it echoes, `at: step` faults around each echoed
 word (the same Faults.wrap_step a step-driven backend calls); without BENCH_FAULTS it is
 the echo task. The same folder declares the backend `echo-cpu` (`bench.backends`): its
@@ -22,7 +22,7 @@ from typing import Any
 from echo_task import TASK as ECHO
 from echo_task import EchoTask
 
-from harness.backend import BackendInfo, BackendOptions, Probe
+from harness.run.backend import BackendInfo, BackendOptions, Probe
 
 TESTS = Path(__file__).resolve().parent
 
@@ -38,10 +38,10 @@ ECHO_SCENARIO = (
 
 
 class FaultyEchoTask(EchoTask):
-    """The echo task with BENCH_FAULTS applied (harness.faults), for runner tests."""
+    """The echo task with BENCH_FAULTS applied (harness.run.faults), for runner tests."""
 
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
-        from harness import faults
+        from harness.run import faults
 
         injected = faults.for_run(scenario)
         if injected is None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from harness.gate_metrics import GateMetric
-from harness.sections import Section
+from harness.scenario.gate_metrics import GateMetric
+from harness.scenario.sections import Section
 from harness.tasks.base import Column, Task, TaskSection
 
 

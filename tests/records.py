@@ -7,10 +7,10 @@ import copy
 import re
 import uuid
 
-from harness import metrics
-from harness.cost import Price, load_catalog, price_for, training_cost
-from harness.loader import set_dotted
-from harness.store import SCHEMA, SCHEMA_VERSION
+from harness.figures import metrics
+from harness.figures.cost import Price, load_catalog, price_for, training_cost
+from harness.records.store import SCHEMA, SCHEMA_VERSION
+from harness.scenario.loader import set_dotted
 
 ARCH = {
     "vocab_size": 8192,
@@ -217,7 +217,7 @@ def requests(n: int, failed: int) -> list[dict]:
 
 
 def serve_record(n: int = 10, failed: int = 0, max_error_rate: float | None = None) -> dict:
-    from harness.metrics import serving_metrics
+    from harness.figures.metrics import serving_metrics
 
     record = make_record([0.5] * 4)
     raw = {"requests": requests(n, failed), "engine": "endpoint"}

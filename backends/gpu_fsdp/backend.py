@@ -31,9 +31,9 @@ from backends.hf_common.model import (
 )
 from backends.torch_common import execution, flex
 from backends.torch_common.attention import StepKernels, attention_facts, resolve_attention, sdpa_context
-from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
-from harness.loop import run_steps
-from harness.provenance import cpu_name, module_versions
+from harness.records.provenance import cpu_name, module_versions
+from harness.run.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
+from harness.run.loop import run_steps
 
 
 class FsdpBackend(StepBackend):

@@ -11,7 +11,7 @@ import tempfile
 
 import torch
 
-from harness.loop import LoopResult, StepRecorder, recorder_for
+from harness.run.loop import LoopResult, StepRecorder, recorder_for
 
 
 def _callback(backend, recorder: StepRecorder):

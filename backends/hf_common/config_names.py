@@ -1,4 +1,4 @@
-"""The one mapping between our architecture fields (`harness.presets`) and a Hugging
+"""The one mapping between our architecture fields (`harness.scenario.presets`) and a Hugging
 Face text config's names, both ways. Standard library only: jax-tunix reads a
 checkpoint's `config.json` with it in an environment that may have no torch."""
 

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from backends.hf_common.config_names import from_hf, to_hf
-from harness.backend import ModelFacts, Probe
 from harness.data.batches import IGNORE_INDEX
+from harness.run.backend import ModelFacts, Probe
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -23,7 +23,7 @@ DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 def cuda_or_cpu_probe(cpu_note: str) -> Probe:
     """What a torch backend finds here: every CUDA GPU (the first one's name and memory),
     else the CPU, with `cpu_note` saying what running there means."""
-    from harness.provenance import cpu_name
+    from harness.records.provenance import cpu_name
 
     if torch.cuda.is_available():
         memory = torch.cuda.get_device_properties(0).total_memory
@@ -52,7 +52,7 @@ def dtype_name(dtype) -> str:
 
 
 def hf_config(arch: dict[str, Any], attention: str):
-    """A transformers config for the architecture fields of `harness.presets`."""
+    """A transformers config for the architecture fields of `harness.scenario.presets`."""
     family = arch.get("family", "gemma3")
     common = dict(
         **to_hf(arch),
@@ -157,7 +157,7 @@ def model_facts(model: torch.nn.Module) -> ModelFacts:
 
 
 def architecture_of(config) -> dict[str, Any]:
-    """The built model's architecture, for the FLOPs convention (harness.metrics)."""
+    """The built model's architecture, for the FLOPs convention (harness.figures.metrics)."""
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
     return {
@@ -243,7 +243,7 @@ def build_optimizer(model: torch.nn.Module, scenario, fused: bool = False):
 
 class PlannedSteps:
     """Optimizer steps at the plan's learning rates: before step k every parameter group
-    gets `plan.lr[k]` (the one schedule implementation, harness.plan), and the backend's
+    gets `plan.lr[k]` (the one schedule implementation, harness.plan.plan), and the backend's
     work log records the lr applied."""
 
     def __init__(self, optimizer, plan, work) -> None:

@@ -39,7 +39,7 @@ def local_device() -> dict[str, Any]:
             return {"kind": "cuda", "name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     except ImportError:
         pass
-    from harness.provenance import cpu_name
+    from harness.records.provenance import cpu_name
 
     return {"kind": "cpu", "name": cpu_name(), "count": 1}
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harness.accelerators import on_tpu_vm
-from harness.backend import CompileStats, MemoryFacts, Probe, cpu_peak_memory
+from harness.figures.accelerators import on_tpu_vm
+from harness.run.backend import CompileStats, MemoryFacts, Probe, cpu_peak_memory
 
 # jax.monitoring's event for one XLA compilation; its `fun_name` says which function.
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -40,7 +40,7 @@ def device_kind(devices) -> str:
 def probe_devices() -> Probe:
     import jax
 
-    from harness.provenance import cpu_name
+    from harness.records.provenance import cpu_name
 
     devices = jax.devices()
     kind = device_kind(devices)
@@ -52,7 +52,7 @@ def probe_devices() -> Probe:
 def accelerator(devices) -> dict[str, Any]:
     """{kind, name, count}. A TPU's device_kind names its generation (e.g. 'TPU v5 lite');
     virtual CPU devices are one CPU, so the price counts one machine."""
-    from harness.provenance import cpu_name
+    from harness.records.provenance import cpu_name
 
     kind = device_kind(devices)
     if kind == "cpu":
@@ -239,7 +239,7 @@ class JaxDeviceFacts:
 
 
 def mesh(devices: list, degrees: dict[str, int], axes: dict[str, str]):
-    """A JAX mesh over `devices` with the plan's degrees (harness.plan's `mesh`), its axes
+    """A JAX mesh over `devices` with the plan's degrees (harness.plan.plan's `mesh`), its axes
     in the order and under the names the framework's sharding annotations use
     ({plan axis: mesh axis name}). The one mesh resolution of the JAX backends."""
     import numpy as np

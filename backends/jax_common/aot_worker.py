@@ -24,8 +24,8 @@ AOT_MODULES = {"jax-tunix": "backends.jax_tunix.aot", "torchax": "backends.torch
 def main(request_path: str, facts_path: str) -> int:
     os.environ["JAX_PLATFORMS"] = "cpu"  # this host's runtime; the TPU is described, not opened
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
-    from harness.loader import validate
-    from harness.plan import Plan
+    from harness.plan.plan import Plan
+    from harness.scenario.loader import validate
 
     request = json.loads(Path(request_path).read_text())
     scenario = validate(request["scenario"], request["source"])

@@ -88,7 +88,7 @@ def resolve(wanted: str, field: str, platform: str, compute: str, heads: int, kv
 
 
 def attention_memory_kind(implementation: str) -> str:
-    """The attention kind harness.plan's memory model knows: `sdpa` (no score matrices
+    """The attention kind harness.plan.plan's memory model knows: `sdpa` (no score matrices
     kept) for the fused kernels, `eager` for the masked path and XLA's dot product, which
     build the scores."""
     return "sdpa" if implementation in ("cudnn", "splash") else "eager"

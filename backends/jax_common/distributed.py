@@ -16,8 +16,8 @@ import socket
 from typing import Any
 
 from backends import jax_common
-from harness import hosts
-from harness.accelerators import on_tpu_vm
+from harness.figures.accelerators import on_tpu_vm
+from harness.plan import hosts
 
 
 def local_device_count(plan) -> int:
@@ -28,7 +28,7 @@ def initialize(plan) -> None:
     """Join the job's processes (nothing to do on one host). On a TPU VM of a slice with
     no BENCH_* variables JAX reads the slice's metadata itself; elsewhere host 0's
     address, the process count and this process's id come from the environment
-    (harness/hosts.py). On CPUs the cross-process collectives are gloo's, which JAX's
+    (harness/plan/hosts.py). On CPUs the cross-process collectives are gloo's, which JAX's
     CPU client does not use unless told."""
     if plan.hosts == 1:
         return
@@ -133,7 +133,7 @@ def memory(devices):
     (the addressable ones, gathered), else each process's peak RSS, gathered."""
     import jax
 
-    from harness.backend import MemoryFacts
+    from harness.run.backend import MemoryFacts
 
     mine = jax_common.memory([d for d in devices if d.process_index == jax.process_index()])
     per_process = [int(row[0]) for row in gather([float(mine.peak_bytes)])]

@@ -54,7 +54,7 @@ _CHUNK_PLAN: dict = {"chunking": None, "shards": 1, "source": _SHARED}
 
 @dataclass(frozen=True)
 class LossWork:
-    """What the memory model needs of a run: the architecture (harness.plan's keys), the
+    """What the memory model needs of a run: the architecture (harness.plan.plan's keys), the
     plan's precision, trainable parameters (None: full fine-tuning), rows per device per
     forward pass, sequence length, attention kind (`eager` keeps score matrices), FSDP
     shards, gradient checkpointing and whether the head has a final soft cap."""
@@ -92,7 +92,7 @@ def size_chunks_for_device(platform: str, memory_bytes: int | None, work: LossWo
     """Chunks planned for this process's accelerator (`platform` gpu or tpu, with the
     memory JAX reports for it); elsewhere the shared budget stays."""
     from backends import loss_chunks
-    from harness.plan import DTYPE_BYTES
+    from harness.plan.plan import DTYPE_BYTES
 
     if platform not in ("gpu", "tpu") or not memory_bytes:
         _CHUNK_PLAN.update(chunking=None, shards=1, source=_SHARED)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.backend import HostWaitCounter
+from harness.run.backend import HostWaitCounter
 
 _COUNTERS: list[JaxHostSyncCounter] = []
 _INSIDE = threading.local()  # inside a counted call: its own nested reads are not new waits

@@ -1,4 +1,4 @@
-"""jax.profiler capture for `harness.trace` (backends jax-tunix and torchax).
+"""jax.profiler capture for `harness.run.trace` (backends jax-tunix and torchax).
 
 `jax.profiler.start_trace(dir)` .. `stop_trace()` writes an XSpace,
 `<dir>/plugins/profile/<run>/<host>.xplane.pb`, the layout TensorBoard's profile plugin
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jax
 
-from harness.trace import XSpaceCapture
+from harness.run.trace import XSpaceCapture
 
 
 class JaxCapture(XSpaceCapture):

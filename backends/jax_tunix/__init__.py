@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from backends.declare import declared_backend
-from harness.backend import BackendOptions
+from harness.run.backend import BackendOptions
 
 
 class JaxTunixOptions(BackendOptions):

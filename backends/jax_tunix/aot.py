@@ -1,4 +1,4 @@
-"""jax-tunix's train step compiled ahead of time for a TPU topology (harness/projection.py).
+"""jax-tunix's train step compiled ahead of time for a TPU topology (harness/projection/projection.py).
 
 The backend's own pieces, with shapes only: Tunix's Gemma 3 from the scenario's
 architecture (`model.tunix_config`), Qwix LoRA on the scenario's targets

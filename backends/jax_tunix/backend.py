@@ -23,9 +23,9 @@ from typing import Any
 
 from backends import jax_common
 from backends.jax_common import distributed
-from harness.backend import LoopBackend, ModelFacts, Probe, WorkLog
-from harness.loop import LoopResult, WindowSample, recorder_for
-from harness.provenance import module_versions
+from harness.records.provenance import module_versions
+from harness.run.backend import LoopBackend, ModelFacts, Probe, WorkLog
+from harness.run.loop import LoopResult, WindowSample, recorder_for
 
 STEP_NAME = "_train_step"  # Tunix jits PeftTrainer._train_step: events say jit(_train_step)
 # The path before #36 (attention: masked): Attention.block in tunix/models/gemma3/model.py.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.hf_common.config_names import from_hf
-from harness.backend import ModelFacts
+from harness.run.backend import ModelFacts
 
 # Hugging Face / peft module names -> Tunix Gemma 3 module names.
 ATTENTION_TARGETS = {"q_proj": "q_einsum", "k_proj": "kv_einsum", "v_proj": "kv_einsum", "o_proj": "attn_vec_einsum"}
@@ -481,7 +481,7 @@ def model_facts(model, config) -> ModelFacts:
 
 
 def architecture_built(model, config) -> dict[str, Any]:
-    """The built model's architecture, for the FLOPs convention (harness.metrics): the
+    """The built model's architecture, for the FLOPs convention (harness.figures.metrics): the
     sizes from Tunix's config and each layer's attention window from its layer (Tunix
     cycles its own local/global pattern), so a loaded checkpoint is counted as built."""
     from tunix.models.gemma3.model import AttentionType

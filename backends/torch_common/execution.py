@@ -61,7 +61,7 @@ def loss_chunking(model: torch.nn.Module, plan, scenario, device: torch.device, 
     """The chunked loss's chunks for a forward pass of `tokens`: the memory model over
     the GPU's memory on CUDA; on the CPU (no device memory figure) the fixed chunks."""
     from backends import loss_chunks
-    from harness.plan import DTYPE_BYTES
+    from harness.plan.plan import DTYPE_BYTES
 
     config = causal_lm(model).config
     compute = DTYPE_BYTES.get(plan.precision.compute, 4)
@@ -201,7 +201,7 @@ def execution_facts(
         "loss_kernel_why": loss.why,
         # Liger's tokens a chunk are its own (liger_chunk_tokens), recorded, not set.
         "loss_chunk_tokens": loss.chunk if chunked else liger_chunk(loss),
-        # The head's forward run again in the backward (HFU counts it, harness.metrics).
+        # The head's forward run again in the backward (HFU counts it, harness.figures.metrics).
         "loss_recompute": loss.recompute if chunked else False,
         "loss_memory": (loss.chunking.how if loss.chunking else None) if chunked else None,
         "loss_memory_estimate_bytes": (loss.chunking.estimate_bytes if loss.chunking else None) if chunked else None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from harness.backend import BackendOptions
+from harness.run.backend import BackendOptions
 
 
 class TorchExecutionOptions(BackendOptions):

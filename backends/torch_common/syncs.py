@@ -2,7 +2,7 @@
 
 A step that makes the host wait (a loss read, a data-dependent branch, a mask inspected
 on the host) stalls the launch queue: the GPU idles while Python catches up. The loop
-counts these inside every issued step (`harness.loop`), so a record shows how many a
+counts these inside every issued step (`harness.run.loop`), so a record shows how many a
 backend pays beyond the one sync that timing needs.
 
 - On CUDA: PyTorch's own sync debug mode flags every synchronising CUDA call (C++
@@ -22,7 +22,7 @@ import warnings
 
 import torch
 
-from harness.backend import HostWaitCounter
+from harness.run.backend import HostWaitCounter
 
 _PATCHED = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
 

@@ -1,4 +1,4 @@
-"""torch.profiler capture for `harness.trace` (backends torch and gpu-fsdp).
+"""torch.profiler capture for `harness.run.trace` (backends torch and gpu-fsdp).
 
 The profiler runs from `start` to `stop` (no schedule: the harness picks the window),
 recording CPU ops, and CUDA kernels on a GPU. Each step is a `record_function` span
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from harness.trace import Programs, SpanCapture
+from harness.run.trace import Programs, SpanCapture
 
 
 class TorchCapture(SpanCapture):

@@ -11,8 +11,8 @@ import torch
 from backends.hf_common import model as hf
 from backends.torch_common import execution, flex
 from backends.torch_common.attention import StepKernels, attention_facts, resolve_attention, sdpa_context
-from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
-from harness.provenance import cpu_name, module_versions
+from harness.records.provenance import cpu_name, module_versions
+from harness.run.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 
 
 class TorchBackend(StepBackend):

@@ -30,7 +30,7 @@ import torch
 from backends.hf_common.model import DTYPES, build_model
 from backends.hf_common.serving import local_device
 from harness.data.tokenizer import load_tokenizer
-from harness.provenance import cpu_name
+from harness.records.provenance import cpu_name
 from harness.serving.client import RequestRecord, arrival_delays
 from harness.serving.engines import Engine
 from harness.serving.prompts import build_prompts

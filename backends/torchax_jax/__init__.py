@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from backends.declare import declared_backend
-from harness.backend import BackendOptions
+from harness.run.backend import BackendOptions
 
 
 class TorchaxOptions(BackendOptions):

@@ -1,4 +1,4 @@
-"""torchax's train step compiled ahead of time for a TPU topology (harness/projection.py).
+"""torchax's train step compiled ahead of time for a TPU topology (harness/projection/projection.py).
 
 The backend's own pieces, with shapes only: the scenario's Hugging Face model and peft
 LoRA (hf_common) built on torch's meta device (no weight in memory), cast to the plan's

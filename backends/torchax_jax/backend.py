@@ -31,8 +31,8 @@ from backends.hf_common.model import apply_lora, build_model, cast_to_plan, mode
 from backends.hf_common.model import dtype_name as torch_dtype_name
 from backends.jax_common import distributed
 from backends.torchax_jax.compat import allow_removed_named_overloads
-from harness.backend import ModelFacts, Probe, StepBackend, WorkLog
-from harness.provenance import module_versions
+from harness.records.provenance import module_versions
+from harness.run.backend import ModelFacts, Probe, StepBackend, WorkLog
 
 # jit reports compilations as jit(<name>): the step's two programs, told apart from setup's.
 GRAD_NAME = "bench_grad_step"

@@ -9,7 +9,7 @@ counted from torch_xla's metrics and attributed to steps.
 from __future__ import annotations
 
 from backends.declare import declared_backend
-from harness.backend import BackendOptions
+from harness.run.backend import BackendOptions
 
 
 class XlaOptions(BackendOptions):

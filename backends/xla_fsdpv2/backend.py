@@ -32,9 +32,9 @@ from backends.hf_common.model import (
     model_facts,
     run_dtypes,
 )
-from harness.accelerators import on_tpu_vm
-from harness.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
-from harness.provenance import cpu_name, module_versions
+from harness.figures.accelerators import on_tpu_vm
+from harness.records.provenance import cpu_name, module_versions
+from harness.run.backend import CompileStats, MemoryFacts, ModelFacts, Probe, StepBackend, cpu_peak_memory
 
 
 def configure_runtime(cpu_devices: int) -> None:

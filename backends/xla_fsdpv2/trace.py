@@ -1,4 +1,4 @@
-"""torch_xla.debug.profiler capture for `harness.trace` (backend xla-fsdpv2).
+"""torch_xla.debug.profiler capture for `harness.run.trace` (backend xla-fsdpv2).
 
 `xp.start_trace(dir)` .. `xp.stop_trace()` (a TSL profiler session in this process;
 no profiler server needed) writes `<dir>/plugins/profile/<run>/<host>.xplane.pb`, which
@@ -16,7 +16,7 @@ import torch_xla
 import torch_xla.debug.profiler as xp
 import torch_xla.runtime as xr
 
-from harness.trace import XSpaceCapture
+from harness.run.trace import XSpaceCapture
 
 
 class XlaCapture(XSpaceCapture):

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness import registry
+    from harness.run import registry
 
     chosen = interpreters(args.python)
     registry.check_interpreters(chosen)  # a misspelt --python name is refused, not ignored
@@ -73,8 +73,8 @@ def _table(backends: dict, results: list):
 
 
 def _probe_cached(names: list[str], chosen: dict[str, str], fresh: bool) -> list:
-    """Probes, from the probe cache where nothing they depend on changed (harness.probe_cache)."""
-    from harness import probe_cache
+    """Probes, from the probe cache where nothing they depend on changed (harness.run.probe_cache)."""
+    from harness.run import probe_cache
 
     results, cached, problem = probe_cache.probe_all(names, chosen, fresh=fresh)
     if cached:

@@ -8,17 +8,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import BenchError, SpecError
+from harness.basics.errors import BenchError, SpecError
 
 if TYPE_CHECKING:  # the CLI imports what a command needs when it runs
-    from harness.result import RunRecord
+    from harness.records.result import RunRecord
 
 FORCE_HELP = (
     "rerun runs that already have a successful record (multi-host jobs, "
     "parallel.hosts > 1, always rerun: each host sees only its own records)"
 )
 TIMEOUT_HELP = "per-run time limit in seconds (overrides run_timeout_s)"
-PRICES_HELP = "a prices file, or a named price set of harness/prices.yaml (w3: the prices W3 assumed), laid over the shipped catalog"
+PRICES_HELP = "a prices file, or a named price set of harness/figures/prices.yaml (w3: the prices W3 assumed), laid over the shipped catalog"
 
 
 def key_value(text: str, what: str) -> tuple[str, str]:
@@ -50,8 +50,8 @@ def stderr_console():
 
 def plans_json(resolved, backend: str | None = None) -> list[dict]:
     """Each run's execution plan as JSON: variant, repeat, plan (None without a train
-    task), and the choices above it (`choices`: harness.run_lines, field -> text)."""
-    from harness.run_lines import run_lines
+    task), and the choices above it (`choices`: harness.terminal.run_lines, field -> text)."""
+    from harness.terminal.run_lines import run_lines
 
     return [
         {
@@ -66,8 +66,8 @@ def plans_json(resolved, backend: str | None = None) -> list[dict]:
 
 def print_plans(resolved, as_json: bool, backend: str | None = None) -> int:
     """`bench run --dry-run` / `bench plan`: each run's choices (backend, profile, tasks,
-    padding, attention, options: harness.run_lines) and execution plan, nothing run."""
-    from harness.run_lines import run_lines
+    padding, attention, options: harness.terminal.run_lines) and execution plan, nothing run."""
+    from harness.terminal.run_lines import run_lines
 
     if as_json:
         print(json.dumps(plans_json(resolved, backend), indent=1))
@@ -85,7 +85,7 @@ def print_plans(resolved, as_json: bool, backend: str | None = None) -> int:
 
 
 def require_paths(paths) -> None:
-    from harness.locations import exists, is_url
+    from harness.records.locations import exists, is_url
 
     for path in paths:
         if not (exists(str(path)) if is_url(path) else Path(path).exists()):
@@ -93,7 +93,7 @@ def require_paths(paths) -> None:
 
 
 def load_or_fail(paths, console) -> list[RunRecord]:
-    from harness.store import load_records
+    from harness.records.store import load_records
 
     require_paths(paths)
     loaded = load_records(paths)

@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.cost import check_speedup, cost_ratio, cost_statement, load_catalog, parse_fleet, sensitivity
+    from harness.figures.cost import check_speedup, cost_ratio, cost_statement, load_catalog, parse_fleet, sensitivity
 
     check_speedup(args.speedup)
     catalog = load_catalog(args.prices)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.basics.errors import SpecError
 from harness.commands.common import load_or_fail, plural, stderr_console
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.export import request_rows, to_pytest_benchmark, write_requests
-    from harness.store import write_json_atomic
+    from harness.basics.files import write_json_atomic
+    from harness.records.export import request_rows, to_pytest_benchmark, write_requests
 
     console = stderr_console()
     records = load_or_fail(args.results, console)

@@ -1,6 +1,6 @@
 """`bench gate RESULTS...`: results checked against budgets and a baseline; exit 1 on a
 regression beyond noise, a failed run, a bad figure or an unreadable record (or, unless
---allow-no-data, a check with no data or one that cannot tell); harness/gate.py states
+--allow-no-data, a check with no data or one that cannot tell); harness/gate/gate.py states
 the rules."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from harness.basics.errors import SpecError
 from harness.commands.common import require_paths
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
         "--history",
         metavar="DIR",
         help="results of earlier runs (directory or fsspec URL): each current configuration is held to the band "
-        "of its last --window runs there (harness/history.py states the rule)",
+        "of its last --window runs there (harness/gate/history.py states the rule)",
     )
     gate.add_argument("--window", type=int, default=10, metavar="N", help="runs of history in the band (default 10)")
     gate.add_argument(
@@ -74,7 +74,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.gate import as_json, failing, load_budgets, markdown, require_checks, run_gate
+    from harness.gate.gate import as_json, failing, load_budgets, markdown, require_checks, run_gate
 
     console = Console(stderr=True)
     for flag, value in (("--reference", args.reference), ("--since", args.since)):
@@ -107,8 +107,8 @@ def run(args) -> int:
 def _load(paths, console, where: str, skip_unreadable: bool) -> tuple[list, list]:
     """The records under `paths`, and a FAILED check for each file that looks like a
     record and cannot be read (none with --skip-unreadable: then a warning each)."""
-    from harness.gate import unreadable_checks
-    from harness.store import load_records
+    from harness.gate.gate import unreadable_checks
+    from harness.records.store import load_records
 
     require_paths(paths)
     loaded = load_records(paths)
@@ -121,8 +121,8 @@ def _load(paths, console, where: str, skip_unreadable: bool) -> tuple[list, list
 
 
 def _history_checks(args, current, console) -> list:
-    from harness.gate import _PERCENT, relative_threshold
-    from harness.history import MIN_HISTORY, check_metric_names, history_checks
+    from harness.gate.gate import _PERCENT, relative_threshold
+    from harness.gate.history import MIN_HISTORY, check_metric_names, history_checks
 
     check_metric_names(args.metric)
     if args.window < MIN_HISTORY:
@@ -158,7 +158,7 @@ def _print_table(checks: list, failed: list) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from harness.gate import value_and_limit
+    from harness.gate.gate import value_and_limit
 
     table = Table(title="bench gate")
     for column in ("run", "metric", "check", "measured", "limit", "verdict", "detail"):
@@ -181,7 +181,7 @@ def _print_table(checks: list, failed: list) -> None:
 
 
 def _print_failures(checks: list, failed: list, allow_no_data: bool) -> None:
-    from harness.gate import no_data_reason
+    from harness.gate.gate import no_data_reason
 
     for c in failed:
         if c.verdict not in ("no-data",):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.basics.errors import SpecError
 from harness.commands.common import load_or_fail, stderr_console
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -24,8 +24,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from harness.gate import load_budgets
-    from harness.history import METHOD, build_series, check_metric_names
+    from harness.gate.gate import load_budgets
+    from harness.gate.history import METHOD, build_series, check_metric_names
     from reports.history import lines, page, views
 
     check_metric_names(args.metric)
@@ -41,7 +41,7 @@ def run(args) -> int:
     for line in lines(items):
         print(line)
     if args.output:
-        from harness.store import write_text_atomic
+        from harness.basics.files import write_text_atomic
 
         try:
             write_text_atomic(Path(args.output), page(items))

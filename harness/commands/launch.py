@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from harness import launch
+    from harness.run import launch
 
     prepared = launch.prepare(
         args.scenario, args.on, args.set, Path(args.out_dir), Path(args.results_dir), args.bucket, args.spot

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.basics.errors import SpecError
 from harness.commands.common import plural
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     """Originals kept under DIR/.orig/; exit 2 if any record could not be migrated (it is
     left as it was)."""
-    from harness.store import SCHEMA_VERSION, migrate_directory
+    from harness.records.store import SCHEMA_VERSION, migrate_directory
 
     refused = 0
     for target in args.directories:

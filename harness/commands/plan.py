@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
         "--recommend",
         action="store_true",
         help="rank every catalog option (TPU slices, GPU kinds x counts) by projected $ and time per fine-tune, each a "
-        "range, with fit and the binding term (harness/recommend.py); no device needed",
+        "range, with fit and the binding term (harness/projection/recommend.py); no device needed",
     )
     plan.add_argument(
         "--max-compiles", type=int, default=4, help="with --compile-for: compile at most the N longest distinct lengths"
@@ -57,8 +57,8 @@ def run(args) -> int:
             return 0
     if not args.compile_for:
         return run_command.run(args)
-    from harness.display import show_projection
-    from harness.tpu_plan import project
+    from harness.projection.tpu_plan import project
+    from harness.terminal.display import show_projection
 
     records = project(_request(args))
     if args.json:
@@ -73,7 +73,7 @@ def run(args) -> int:
 
 def _project_gpus(args) -> None:
     """--project-for: each card's projection, printed (or as JSON) and stored."""
-    from harness.gpu_projection import GpuRequest, lines, project
+    from harness.projection.gpu_projection import GpuRequest, lines, project
 
     records = project(
         GpuRequest(
@@ -95,9 +95,9 @@ def _project_gpus(args) -> None:
 
 def _recommend(args) -> int:
     """--recommend: the ranked table, per matrix cell."""
-    from harness.cost import load_catalog
-    from harness.loader import resolve_runs
-    from harness.recommend import options, table_lines
+    from harness.figures.cost import load_catalog
+    from harness.projection.recommend import options, table_lines
+    from harness.scenario.loader import resolve_runs
 
     runs = resolve_runs(args.scenario, dict(_overrides(args)), None)  # full shape: no device profile
     catalog = load_catalog(args.prices)
@@ -108,14 +108,14 @@ def _recommend(args) -> int:
 
 
 def _overrides(args):
-    from harness.loader import parse_override
+    from harness.scenario.loader import parse_override
 
     return [parse_override(s) for s in args.set]
 
 
 def _request(args):
-    from harness.loader import parse_override
-    from harness.tpu_plan import CompileRequest
+    from harness.projection.tpu_plan import CompileRequest
+    from harness.scenario.loader import parse_override
 
     return CompileRequest(
         scenario_path=args.scenario,
@@ -133,14 +133,14 @@ def _request(args):
 
 def _serve_projection(args) -> int:
     """`bench plan SCENARIO --task serve --project-for X`: the serving projection, each
-    figure a range (harness.serving.projection), printed; nothing runs."""
+    figure a range (harness.projection.serving), printed; nothing runs."""
     from rich.console import Console
 
-    from harness.cost import load_catalog, price_for
-    from harness.display import show_serve_projection
-    from harness.errors import BenchError
-    from harness.loader import apply_overrides, parse_override, read_document, validate
+    from harness.basics.errors import BenchError
+    from harness.figures.cost import load_catalog, price_for
+    from harness.scenario.loader import apply_overrides, parse_override, read_document, validate
     from harness.serving import projection
+    from harness.terminal.display import show_serve_projection
 
     if not args.project_for:
         raise BenchError(

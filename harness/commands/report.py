@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from harness.basics.errors import SpecError
 from harness.commands.common import require_paths, stderr_console
-from harness.errors import SpecError
 
 if TYPE_CHECKING:
-    from harness.result import RunRecord
+    from harness.records.result import RunRecord
 
 
 def add_parser(sub) -> None:
@@ -57,7 +57,7 @@ def run_argv(argv: list[str]) -> int:
 def run(args) -> int:
     from rich.markup import escape
 
-    from harness.projection import load_projections
+    from harness.projection.projection import load_projections
     from reports.model import build
     from reports.render import output_format, write
 
@@ -93,7 +93,7 @@ def run(args) -> int:
 def _check_output_folder(path) -> None:
     """The report's folder can be created and written (`-o FILE/r.html` under a file is
     one line naming -o, not a traceback after every record was read)."""
-    from harness.runner import check_results_dir
+    from harness.run.runner import check_results_dir
 
     try:
         check_results_dir(path.parent, flag="-o")
@@ -135,7 +135,7 @@ def _records_and_unreadable(paths, console, required: bool) -> tuple[list[RunRec
     but could not be read: a report must not look complete when a run is missing from it.
     Without projections, no records at all is an error; beside them, a report of
     projections only."""
-    from harness.store import load_records
+    from harness.records.store import load_records
 
     loaded = load_records(paths)
     for warning in loaded.warnings:
@@ -151,8 +151,8 @@ def _record_field(record: RunRecord, field: str) -> str:
 
 
 def _serve_projections(paths) -> list:
-    """Stored serving projections (harness.serving.projection) under local results paths."""
-    from harness.locations import is_url
-    from harness.serving.projection import load_stored
+    """Stored serving projections (harness.projection.serving) under local results paths."""
+    from harness.projection.serving import load_stored
+    from harness.records.locations import is_url
 
     return load_stored([p for p in paths if not is_url(p)])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from harness.basics.errors import SpecError
 from harness.commands.common import FORCE_HELP, PRICES_HELP, TIMEOUT_HELP, interpreters, plural, print_plans
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -55,8 +55,8 @@ def add_run_arguments(run) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.display import RunProgress, summary
-    from harness.runner import run_sweep
+    from harness.run.runner import run_sweep
+    from harness.terminal.display import RunProgress, summary
 
     console = Console(stderr=args.json)
     result = run_sweep(_request(args), RunProgress(console, enabled=not args.no_progress))
@@ -75,9 +75,9 @@ def run(args) -> int:
 
 
 def _request(args):
-    from harness.loader import parse_override
-    from harness.locations import location
-    from harness.runner import RunRequest
+    from harness.records.locations import location
+    from harness.run.runner import RunRequest
+    from harness.scenario.loader import parse_override
 
     return RunRequest(
         scenario_path=args.scenario,
@@ -107,8 +107,8 @@ def _trace_override(steps: int | None) -> dict[str, int]:
 
 def _print_skipped(skipped: list[dict], console) -> None:
     """Runs skipped as already done: their existing records' figures, said to be those."""
-    from harness.display import summary
-    from harness.store import load_record
+    from harness.records.store import load_record
+    from harness.terminal.display import summary
 
     if not skipped:
         return

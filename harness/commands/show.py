@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.basics.errors import SpecError
 from harness.commands.common import stderr_console
-from harness.errors import SpecError
 
 
 def add_parser(sub) -> None:
@@ -16,8 +16,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.display import show_projection, show_record
-    from harness.locations import location
+    from harness.records.locations import location
+    from harness.terminal.display import show_projection, show_record
 
     console = Console()
     shown = []  # every target is read before anything is printed: a bad one is refused whole
@@ -34,8 +34,8 @@ def run(args) -> int:
 def _read_target(path: Path | str, shown: list, projected: list) -> None:
     """One file or directory's (or URL's) records into `shown`, its projections into `projected`."""
     from harness.commands.common import require_paths
-    from harness.projection import SUFFIX, load_projection
-    from harness.store import is_results_dir
+    from harness.projection.projection import SUFFIX, load_projection
+    from harness.records.store import is_results_dir
 
     require_paths([path])
     if str(path).endswith(SUFFIX):
@@ -43,14 +43,14 @@ def _read_target(path: Path | str, shown: list, projected: list) -> None:
     elif is_results_dir(path):
         _read_directory(path, shown, projected)
     else:
-        from harness.store import load_record
+        from harness.records.store import load_record
 
         shown.append(_refusing(path, load_record))
 
 
 def _read_directory(path: Path | str, shown: list, projected: list) -> None:
-    from harness.projection import load_projections
-    from harness.store import load_records
+    from harness.projection.projection import load_projections
+    from harness.records.store import load_records
 
     projected.extend(load_projections([path]))
     loaded = load_records([path])

@@ -27,9 +27,9 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.display import RunProgress, summary
-    from harness.locations import location
-    from harness.suite import run_suite
+    from harness.records.locations import location
+    from harness.commands.suite_file import run_suite
+    from harness.terminal.display import RunProgress, summary
 
     console = Console(stderr=args.json)
     options = {

@@ -3,8 +3,8 @@ running them."""
 
 from __future__ import annotations
 
+from harness.basics.errors import BenchError
 from harness.commands.common import plural, print_error
-from harness.errors import BenchError
 
 
 def add_parser(sub) -> None:
@@ -17,8 +17,8 @@ def run(args) -> int:
     stdout, one `bench: ` line per bad file on stderr, exit 2 if any was bad."""
     from collections import Counter
 
-    from harness.loader import validate_runs
-    from harness.spec import tasks_of
+    from harness.run.registry import validate_runs
+    from harness.scenario.spec import tasks_of
 
     bad = 0
     for path in args.scenarios:
@@ -40,13 +40,13 @@ def run(args) -> int:
 
 def is_suite(path: str) -> bool:
     """A suite file (`bench suite`) lists `runs:`; a scenario has no such key."""
-    from harness.yaml_io import read_document
+    from harness.basics.yaml_io import read_document
 
     return "runs" in read_document(path)
 
 
 def _validate_suite(path: str) -> None:
-    from harness.suite import validate_suite
+    from harness.commands.suite_file import validate_suite
 
     suite, runs = validate_suite(path)
     print(

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from harness.backend import count_examples
+from harness.data.examples import count_examples
 from harness.data.function_calling import generate
 from harness.data.tokenizer import TokenizerHandle, encode_chat, load_tokenizer
-from harness.spec import Scenario
+from harness.scenario.spec import Scenario
 
 IGNORE_INDEX = -100
 

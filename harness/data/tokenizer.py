@@ -66,7 +66,7 @@ def load_tokenizer(kind: str, vocab_size: int, path: str | None) -> TokenizerHan
 def _load_local_bpe(vocab_size: int) -> TokenizerHandle:
     from tokenizers import Tokenizer
 
-    from harness.store import write_text_atomic
+    from harness.basics.files import write_text_atomic
 
     key = hashlib.sha256(f"{LOCAL_BPE_VERSION}:{vocab_size}".encode()).hexdigest()[:12]
     file = cache_dir() / "tokenizers" / f"local-bpe-{vocab_size}-{key}" / "tokenizer.json"

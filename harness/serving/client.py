@@ -1,7 +1,7 @@
 """The streaming load client for OpenAI-compatible servers (vLLM, vLLM-TPU, transformers
 serve, ...). It records raw timestamps only: when each request was sent, when every
 streamed token chunk arrived, when the last byte arrived, and the token counts the
-server reports in `usage` (chunks are not tokens). `harness.metrics` turns them into
+server reports in `usage` (chunks are not tokens). `harness.figures.metrics` turns them into
 TTFT, TPOT, ITL and throughput with vLLM's meanings.
 
 A token chunk is vLLM's client's (vllm/benchmarks/lib/endpoint_request_func.py): any

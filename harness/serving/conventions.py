@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.metrics import summary
+from harness.figures.metrics import summary
 
 # A difference between the conventions worth a sentence in the report (relative).
 STATE_ABOVE = 0.05

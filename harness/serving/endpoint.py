@@ -51,7 +51,7 @@ def trace_delays(prompts: list[dict[str, Any]], warmup: int) -> list[float] | No
 def describe_prompts(prompts: list[dict[str, Any]]) -> dict[str, Any]:
     """The input length distribution the run drew from, in words (the server's token
     counts per request are in each request's prompt_tokens)."""
-    from harness.metrics import summary
+    from harness.figures.metrics import summary
 
     words = [len(p["text"].split()) for p in prompts]
     return {

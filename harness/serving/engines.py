@@ -7,7 +7,7 @@ are registered by name and "module:attribute", loaded in the worker on first use
 way entry points are), so this core imports no backend and no ML framework: the
 in-process engine and the model export for a launched server live in backend packages.
 Adding an engine is its module plus one line below (or one `register` call, or a
-`bench.engines` entry point): the one Registry of harness.plugins.
+`bench.engines` entry point): the one Registry of harness.basics.plugins.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.errors import BenchError
-from harness.plugins import Registry
+from harness.basics.errors import BenchError
+from harness.basics.plugins import Registry
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def platform_probe() -> str:
     device file) or cpu. Device files only: no framework is imported to decide."""
     from pathlib import Path
 
-    from harness.accelerators import on_tpu_vm
+    from harness.figures.accelerators import on_tpu_vm
 
     if on_tpu_vm():
         return "tpu"
@@ -235,7 +235,7 @@ def billed_devices(platform: str, environ) -> dict[str, Any] | None:
 
 def chip_memory(key: str) -> int | None:
     """Bytes a chip offers a server: a TPU's usable HBM, a GPU's datasheet memory."""
-    from harness.accelerators import GPU_MEMORY_BYTES, usable_hbm
+    from harness.figures.accelerators import GPU_MEMORY_BYTES, usable_hbm
 
     usable = usable_hbm(key)
     return usable[0] if usable else GPU_MEMORY_BYTES.get(key)
@@ -285,7 +285,7 @@ def gpu_accelerator(environ, proc: str | None = None) -> dict[str, Any]:
     refusal where the driver does not say (no framework is imported to find out)."""
     from pathlib import Path
 
-    from harness.accelerators import catalog_key
+    from harness.figures.accelerators import catalog_key
 
     proc = proc or NVIDIA_PROC
     boards = sorted(Path(proc).glob("*/information")) if Path(proc).is_dir() else []
@@ -369,7 +369,7 @@ def vllm_limit(model: ServingModel | None, platform: str, context: int | None) -
 def tpu_accelerator(environ) -> dict[str, Any]:
     """The TPU auto's vLLM-TPU is billed to: the VM's slice (TPU_ACCELERATOR_TYPE, e.g.
     v6e-8), or a one-line refusal where the VM does not say."""
-    from harness.cost import parse_fleet
+    from harness.figures.cost import parse_fleet
 
     slice_name = environ.get("TPU_ACCELERATOR_TYPE")
     if not slice_name:
@@ -413,10 +413,10 @@ HF_CLASSES = {"gemma3": "Gemma3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama
 
 
 def parameters(arch: dict[str, Any]) -> int | None:
-    """The model's weights: decoder matmuls (harness.metrics.matmul_weights), the
+    """The model's weights: decoder matmuls (harness.figures.metrics.matmul_weights), the
     embedding, and a separate LM head where untied (norms and biases left out: < 0.1%).
     None where the architecture is not described (a pretrained model's unusual config)."""
-    from harness.metrics import matmul_weights
+    from harness.figures.metrics import matmul_weights
 
     try:
         layers, head = matmul_weights(arch)

@@ -1,20 +1,20 @@
 """A serving run's figures from its raw facts: vLLM's serving metrics, an SLO search's
 answer, and the cost at the price given. The serve task fills its records with them, and
-a migrated schema-1 record is derived again by them (harness.migrations)."""
+a migrated schema-1 record is derived again by them (harness.records.migrations)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness import cost as cost_model
-from harness import metrics as metric_fns
+from harness.figures import cost as cost_model
+from harness.figures import metrics as metric_fns
 
 
 def serve_figures(
     raw: dict[str, Any], slo: dict[str, Any], chips: int, price, percentiles=()
 ) -> tuple[dict, dict | None]:
     """A serving run's metrics and cost from its raw facts (also a migrated record's:
-    harness.migrations); an SLO search's at the rate it found."""
+    harness.records.migrations); an SLO search's at the rate it found."""
     search = None
     if raw.get("slo_search"):  # the metrics, goodput and $ at the rate the search found
         search, requests = metric_fns.slo_search_summary(raw, slo)
@@ -81,7 +81,7 @@ def warm_cache_warning(reset: dict[str, Any] | None, measured: list[dict[str, An
     """A run meant to be cold (its prefix cache reset just before) whose first request
     found cached tokens: the reset did not take, so every TTFT may be a warm cache's.
     Later requests hitting the prefixes of earlier ones in the same run (a shared system
-    prompt) are what a server does, not a leak: counted in the record's cached_prompt_tokens (harness.metrics), no warning."""
+    prompt) are what a server does, not a leak: counted in the record's cached_prompt_tokens (harness.figures.metrics), no warning."""
     if not (reset and reset.get("done")) or not measured:
         return []
     first = min(measured, key=lambda r: r["sent_s"])

@@ -2,7 +2,7 @@
 value, each its own record, one sweep id) or the SLO search (the highest request rate
 meeting the SLO at its percentile). Every point runs on the same client and server,
 after the same warm-up. Raw timestamps only, plus the search's decisions; statistics
-are recomputed by the parent (harness.record).
+are recomputed by the parent (harness.records.record).
 
 Bounds: a sweep sends at most len(values) x num_requests measured requests, a search
 at most (2 + max_steps) x num_requests, and both stop at max_duration_s (the point in
@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from harness.metrics import slo_at_percentile
+from harness.figures.metrics import slo_at_percentile
 from harness.serving import server_side
 from harness.serving.client import measure, open_client, warm_up
 

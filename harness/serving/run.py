@@ -12,7 +12,7 @@ from harness.serving import engines
 
 
 def declared_accelerator(text: str) -> dict[str, Any]:
-    from harness.cost import parse_fleet
+    from harness.figures.cost import parse_fleet
 
     fleet = parse_fleet(text)
     return {"kind": "declared", "name": fleet.accelerator, "count": fleet.chips, "catalog_key": fleet.accelerator}

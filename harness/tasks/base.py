@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.gate_metrics import GateMetric
+from harness.scenario.gate_metrics import GateMetric
 
 
 def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
@@ -24,7 +24,7 @@ def fmt(value: Any, spec: str = ".3g", unit: str = "") -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One report column: a record's figure, by its id (harness.result.RunRecord.figure);
+    """One report column: a record's figure, by its id (harness.records.result.RunRecord.figure);
     a row shows the median over its runs (or the sum, for counts such as errors). The
     header is only what is printed: report and plots look columns up by id."""
 
@@ -40,8 +40,8 @@ class Column:
 
 @dataclass(frozen=True)
 class TaskSection:
-    """A top-level scenario section a task owns: harness.spec.Scenario validates a
-    scenario's `<name>:` with `model` (a harness.sections.Section), and refuses a bad
+    """A top-level scenario section a task owns: harness.scenario.spec.Scenario validates a
+    scenario's `<name>:` with `model` (a harness.scenario.sections.Section), and refuses a bad
     field naming `<name>.<field>`."""
 
     name: str
@@ -68,15 +68,15 @@ class Task:
     # Budget metrics that are $ figures: they need a price for the device (checked
     # before any work).
     priced_metrics: tuple[str, ...] = ()
-    # Whether the task needs an execution plan on the chosen backend (harness.plan).
+    # Whether the task needs an execution plan on the chosen backend (harness.plan.plan).
     needs_plan: bool = False
-    # Its records' figure types (frozen pydantic models: harness.result.RunRecord types
+    # Its records' figure types (frozen pydantic models: harness.records.result.RunRecord types
     # `metrics` and `cost` with them); None keeps plain mappings.
     metrics_type: type | None = None
     cost_type: type | None = None
 
     def check_scenario(self, scenario) -> None:
-        """Rules across its sections and the core's (a harness.spec.Scenario, its fields
+        """Rules across its sections and the core's (a harness.scenario.spec.Scenario, its fields
         validated): raise ValueError("dotted.field: why") to refuse the scenario."""
 
     # ------------------------------------------------------------------ planning, naming
@@ -101,7 +101,7 @@ class Task:
         return False
 
     def launcher(self, info) -> str:
-        """How its worker is started (harness/launchers.py), given the backend's info."""
+        """How its worker is started (harness/plan/launchers.py), given the backend's info."""
         return "single"
 
     def traced(self, scenario) -> bool:
@@ -141,12 +141,12 @@ class Task:
         return f" {self.name}"
 
     def summary_columns(self) -> tuple[str, ...]:
-        """The headers of its rows in the terminal's summary (harness.display): by
+        """The headers of its rows in the terminal's summary (harness.terminal.display): by
         default its report columns'."""
         return tuple(c.header for c in self.report_columns)
 
     def summary_values(self, record) -> dict[str, str]:
-        """Its figures for its summary columns (harness.display), by column, from a
+        """Its figures for its summary columns (harness.terminal.display), by column, from a
         finished record (a RunRecord); by default its report columns' figures."""
         return {c.header: fmt(c.value(record), c.spec) for c in self.report_columns}
 

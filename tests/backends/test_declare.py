@@ -3,15 +3,15 @@
 import pytest
 
 from backends.declare import declared_backend
-from harness.backend import BackendOptions, Capabilities
-from harness.errors import SpecError
+from harness.basics.errors import SpecError
+from harness.run.backend import BackendOptions, Capabilities
 
 DECLARED = """
 name: demo
 summary: "a demo: nothing to run"
 requires: [demo_framework]
 install: pip install demo
-backend_class: "harness.backend:BackendOptions"
+backend_class: "harness.run.backend:BackendOptions"
 priority: 7
 capabilities:
   axes: [data, fsdp]
@@ -40,7 +40,7 @@ def test_the_file_becomes_the_backend_info_with_tuples_nulls_and_defaults(tmp_pa
         (DECLARED + "  max_ranks: 2\n", "backend.yaml: capabilities.max_ranks: unknown field"),
         (DECLARED + "load: x\n", "backend.yaml: load: unknown field"),
         (
-            DECLARED.replace('backend_class: "harness.backend:BackendOptions"\n', ""),
+            DECLARED.replace('backend_class: "harness.run.backend:BackendOptions"\n', ""),
             "backend.yaml: backend_class: required",
         ),
     ],

@@ -21,7 +21,7 @@ pytest.importorskip("peft")
 from backends.hf_common import loss as losses  # noqa: E402
 from backends.hf_common.model import hf_config  # noqa: E402
 from backends.torch_common import flex  # noqa: E402
-from harness.presets import MODEL_PRESETS  # noqa: E402
+from harness.scenario.presets import MODEL_PRESETS  # noqa: E402
 
 from conftest import TINY, bench, failures_in, records_in, write_scenario  # noqa: E402
 

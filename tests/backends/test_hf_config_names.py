@@ -30,7 +30,7 @@ def test_a_published_config_json_reads_as_our_fields_and_back():
 def test_the_config_transformers_builds_from_a_preset_holds_its_sizes_under_hf_names():
     from backends.hf_common.config_names import from_hf
     from backends.hf_common.model import architecture_of, hf_config
-    from harness.presets import MODEL_PRESETS
+    from harness.scenario.presets import MODEL_PRESETS
 
     config = hf_config(MODEL_PRESETS["qwen2.5-3b"], "eager")
     assert {name: config.to_dict()[name] for name in QWEN25_3B_CONFIG} == QWEN25_3B_CONFIG

@@ -23,7 +23,7 @@ CASES = {"static, window < sequence", "dynamic, window < sequence", "static, win
 
 @pytest.fixture(scope="module", params=sorted(STACKS))
 def probe(request):
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     backend = request.param
     stack_or_skip(*STACKS[backend])
@@ -88,7 +88,7 @@ def test_auto_picks_cudnn_only_where_it_can_run_and_a_pinned_kernel_that_cannot_
     assert facts("splash", "splash", None, "old")["attention"].startswith("Pallas TPU splash attention")
     # lengths splash cannot tile are refused before any work, naming the field
     from backends.jax_common.attention import splash_lengths_refused
-    from harness.sections import SequenceSpec
+    from harness.scenario.sections import SequenceSpec
 
     assert splash_lengths_refused(SequenceSpec(max_length=8192)) is None
     assert splash_lengths_refused(SequenceSpec(max_length=256)) is None  # shorter than a tile: one tile
@@ -153,7 +153,7 @@ def test_splash_gives_xlas_attention_and_gradients_with_rows_split_over_the_mesh
     jax.nn.dot_product_attention: causal and local-window, rows split over a 2-device
     (data, fsdp) mesh through shard_map, outputs and q/k/v gradients (GQA: 4 query heads
     on 2 KV heads). What runs on a TPU is the same kernel compiled by Mosaic."""
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     stack_or_skip(*STACKS["torchax"])
     done = subprocess.run(

@@ -26,7 +26,7 @@ FULL_LOGITS_FP32 = 4 * 512 * 262_144 * 4  # [4, 512, 262144] fp32: 2 GiB
 
 @pytest.fixture(scope="module", params=sorted(STACKS))
 def probe(request):
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     backend = request.param
     stack_or_skip(*STACKS[backend])
@@ -99,8 +99,8 @@ def w1_work():
     import yaml
 
     from backends.jax_common.loss import work_of
-    from harness import plan as plans
-    from harness.loader import validate
+    from harness.plan import plan as plans
+    from harness.scenario.loader import validate
 
     path = ROOT / "scenarios" / "gemma270m.yaml"
     scenario = validate(yaml.safe_load(path.read_text()), str(path))
@@ -138,8 +138,8 @@ def test_w3_on_a_v5p_chip_is_one_chunk_per_device_without_recompute():
     import yaml
 
     from backends.jax_common import loss
-    from harness import plan as plans
-    from harness.loader import validate
+    from harness.plan import plan as plans
+    from harness.scenario.loader import validate
 
     path = ROOT / "scenarios" / "w3_gemma_lora_tunix.yaml"
     scenario = validate(yaml.safe_load(path.read_text()), str(path))

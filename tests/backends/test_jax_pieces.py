@@ -69,7 +69,7 @@ def test_hf_gemma3_config_maps_to_architecture_fields():
         "tie_word_embeddings": True,
         "rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}},
     }
-    from harness.presets import MODEL_PRESETS
+    from harness.scenario.presets import MODEL_PRESETS
 
     arch = architecture_from_hf_config({"text_config": config})
     expected = {k: v for k, v in MODEL_PRESETS["gemma-3-270m"].items() if k != "max_position_embeddings"}
@@ -80,7 +80,7 @@ def test_device_facts_name_tpu_generation_gpu_and_chip_count():
     from types import SimpleNamespace
 
     from backends.jax_common import accelerator, memory
-    from harness.accelerators import catalog_key
+    from harness.figures.accelerators import catalog_key
 
     def chips(platform, kind, peaks):
         return [

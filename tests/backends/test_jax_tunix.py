@@ -308,10 +308,10 @@ def torch_losses_from_adapter(scenario_text: str, adapter) -> list[float]:
 
     from backends.torch_common import syncs as torch_syncs
     from harness.data.batches import build_batches
-    from harness.loader import document_from_text, validate
-    from harness.plan import resolve
-    from harness.registry import get, options_for
-    from harness.worker import EventSink
+    from harness.plan.plan import resolve
+    from harness.run.registry import get, options_for
+    from harness.run.worker import EventSink
+    from harness.scenario.loader import document_from_text, validate
 
     scenario = validate(document_from_text(scenario_text, "s.yaml"), "s.yaml")
     info = get("torch")
@@ -338,7 +338,7 @@ def save_checkpoint_and_adapter(directory) -> None:
     from transformers import AutoModelForCausalLM
 
     from backends.hf_common.model import hf_config
-    from harness.presets import MODEL_PRESETS
+    from harness.scenario.presets import MODEL_PRESETS
 
     torch.manual_seed(123)
     model = AutoModelForCausalLM.from_config(hf_config(MODEL_PRESETS["tiny-gemma3"], "eager"))
@@ -423,7 +423,7 @@ import jax
 from flax import nnx
 from tunix.models.gemma3 import model as gemma3
 from backends.jax_tunix.model import tunix_config
-from harness.presets import MODEL_PRESETS
+from harness.scenario.presets import MODEL_PRESETS
 
 counts = {}
 for name in sys.argv[1:]:
@@ -445,8 +445,8 @@ def test_tunix_builds_the_same_architectures_as_transformers():
     from transformers import AutoModelForCausalLM
 
     from backends.hf_common.model import hf_config
-    from harness.presets import MODEL_PRESETS
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
+    from harness.scenario.presets import MODEL_PRESETS
 
     names = [n for n, arch in MODEL_PRESETS.items() if arch["family"] == "gemma3"]
     expected = {}
@@ -500,7 +500,7 @@ from flax import nnx
 from tunix.models.gemma3 import model as gemma3
 from backends.jax_common import mesh as make_mesh
 from backends.jax_tunix import model as tm
-from harness.presets import MODEL_PRESETS
+from harness.scenario.presets import MODEL_PRESETS
 
 concrete_calls = []
 forward = gemma3.Gemma3.__call__
@@ -565,7 +565,7 @@ def test_abstract_lora_pass_makes_qwix_eager_adapters_without_running_the_model(
     import json
     import subprocess
 
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     done = subprocess.run(
         [interpreter_for("jax-tunix"), "-c", TUNIX_LORA_PASSES, str(dropout)],

@@ -105,8 +105,8 @@ def planned(path: str, devices: int, memory: float = 80e9):
     import yaml
 
     from backends import loss_chunks
-    from harness import plan as plans
-    from harness.loader import validate
+    from harness.plan import plan as plans
+    from harness.scenario.loader import validate
 
     scenario = validate(yaml.safe_load(open(path)), path)
     plan = plans.build(scenario, "cuda", devices, memory)

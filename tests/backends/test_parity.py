@@ -27,7 +27,7 @@ COMMON = [
     "train.precision=fp32",
 ]
 # One schedule whose lr rises, falls and restarts within 5 steps. Each schedule's formula
-# is checked against Hugging Face's in tests/harness/test_plan.py; here, that every backend
+# is checked against Hugging Face's in tests/harness/plan/test_plan.py; here, that every backend
 # applies the plan's lr at every step (one run per backend setting: CI's time).
 SCHEDULE = "  schedule: {name: cosine_with_restarts, cycles: 2, warmup_ratio: 0.2}\n"
 

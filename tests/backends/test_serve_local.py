@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from backends.torch_eager.serve_local import load_model, serve_locally, serving_dtype
-from harness.loader import document_from_text, validate
+from harness.scenario.loader import document_from_text, validate
 
 from conftest import TINY
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import metrics
 from harness.data.batches import build_batches
-from harness.loader import resolve_runs
+from harness.figures import metrics
+from harness.scenario.loader import resolve_runs
 
 from conftest import TINY, bench, records_in, write_scenario
 
@@ -111,7 +111,7 @@ def test_pretrained_weights_and_tokenizer_load_from_local_files(tmp_path, result
 
     from backends.hf_common.model import hf_config
     from harness.data.tokenizer import load_tokenizer
-    from harness.presets import MODEL_PRESETS
+    from harness.scenario.presets import MODEL_PRESETS
 
     model_dir, tok_dir = tmp_path / "model", tmp_path / "tokenizer"
     torch.manual_seed(123)
@@ -157,7 +157,7 @@ def test_a_record_states_the_machines_load_threads_and_environment(repeated_data
 def test_a_busy_machine_is_warned_about():
     import os
 
-    from harness.provenance import machine_state
+    from harness.records.provenance import machine_state
 
     state = machine_state([float(os.cpu_count() * 4)] * 3)
     assert "busy" in state["warning"] and "cores" in state["warning"]

@@ -23,7 +23,7 @@ from backends import loss_chunks  # noqa: E402
 from backends.hf_common import loss as losses  # noqa: E402
 from backends.hf_common.model import hf_config  # noqa: E402
 from backends.torch_common import attention  # noqa: E402
-from harness import metrics  # noqa: E402
+from harness.figures import metrics  # noqa: E402
 
 from conftest import TINY, bench, failures_in, records_in, write_scenario  # noqa: E402
 
@@ -314,7 +314,7 @@ def test_a_packed_compiled_run_on_w1s_data_never_recompiles_after_warm_up(tmp_pa
     the backend's), SDPA attention: every pass has the same rows, one compile in
     warm-up and none after; the record names the SDPA kernel that ran."""
     from harness.data.batches import build_batches
-    from harness.loader import resolve_runs
+    from harness.scenario.loader import resolve_runs
 
     sets = [
         *("sequence.padding=packed", "model.attention=sdpa", "train.global_batch=4", "train.micro_batch=4"),

@@ -253,7 +253,7 @@ def test_the_shim_stands_in_for_removed_named_overloads_only():
     every later test of that process ("PyTorch is not linked with support for jax
     devices"; tests/conftest.py refuses a test that leaves torchax imported)."""
     stack_or_skip(*STACK)
-    from harness.registry import interpreter_for, worker_env
+    from harness.run.registry import interpreter_for, worker_env
 
     done = subprocess.run(
         [interpreter_for("torchax"), "-c", SHIM_PROBE],

@@ -3,7 +3,7 @@ own batch) compiled ahead of time for TPU v5e-8 and v5p-8 topologies on this CPU
 with libtpu and no TPU, through each JAX backend's real model and loss.
 
 The compiler's FLOPs per device (cost_analysis) must agree within 15% below and 10% above with the harness's
-own count for the same padded tokens (harness.metrics.FlopsModel.executed_flops): an
+own count for the same padded tokens (harness.figures.metrics.FlopsModel.executed_flops): an
 independent check of both. A configuration too big for the chips is an answer: exit 0,
 `fits` false, with the bytes. BENCH_PYTHON_TPU names the interpreter with jax[tpu]
 (.ci/run makes .venv-tpu); without it these tests skip (under CI=true, fail).

@@ -124,7 +124,7 @@ NOISE = "1 vs 1 run: between-run noise not measured"
 
 
 def _row(*records):
-    from harness.result import as_records
+    from harness.records.result import as_records
     from reports import factors
     from reports.model import Row
 
@@ -315,7 +315,7 @@ def test_oriented_keeps_a_faster_or_equal_subject_first_and_copes_with_missing_r
 
 
 def test_a_record_without_metrics_or_cost_has_no_figure():
-    from harness.result import as_records
+    from harness.records.result import as_records
     from reports.compare import _cost, _metric
 
     bare = make_record([0.5] * 3)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import SpecError
-from harness.result import as_records
+from harness.basics.errors import SpecError
+from harness.records.result import as_records
 from reports import factors
 from reports.model import Row
 

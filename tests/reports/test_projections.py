@@ -10,8 +10,8 @@ from records import make_record
 
 
 def _padding_records():
-    from harness.fine_tune import fine_tune_work
-    from harness.loader import resolve_runs
+    from harness.projection.fine_tune import fine_tune_work
+    from harness.scenario.loader import resolve_runs
 
     out = []
     for policy in ("static", "dynamic"):
@@ -46,7 +46,7 @@ def test_padding_matrix_projected_fine_tune_line_and_compiles():
 
 
 def test_a_projection_is_shown_apart_with_measured_over_projected():
-    from harness.projection import Program, ProjectionRecord, TpuSlice, shape_projection
+    from harness.projection.projection import Program, ProjectionRecord, TpuSlice, shape_projection
     from reports.model import build
     from reports.render import markdown
 
@@ -78,7 +78,7 @@ def test_a_projection_is_shown_apart_with_measured_over_projected():
 
 
 def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
-    from harness.projection import Program, ProjectionRecord, TpuSlice, shape_projection
+    from harness.projection.projection import Program, ProjectionRecord, TpuSlice, shape_projection
     from reports.model import build
     from reports.render import html, markdown
 
@@ -106,9 +106,9 @@ def test_the_report_flags_a_flops_mismatch_and_gives_real_and_padded_units():
 
 
 def test_a_measured_fine_tune_says_its_record_setup_and_compile_host():
-    from harness.fine_tune import from_record
-    from harness.loader import validate
-    from harness.result import as_records
+    from harness.projection.fine_tune import from_record
+    from harness.records.result import as_records
+    from harness.scenario.loader import validate
 
     raw = _padding_records()[0]
     raw["accelerator"].update(count=2, catalog_key="h100-sxm", kind="cuda")

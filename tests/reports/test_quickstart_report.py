@@ -75,7 +75,7 @@ def test_fine_tune_is_the_docs_formula_recomputed(page):
     """$/fine-tune = fine_tune_tokens_millions x window $/1M real tokens + setup +
     warm-up, from the record's JSON and the scenario's stated work; the page, the docs'
     formula and `bench show` say the same."""
-    from harness.cost import FINE_TUNE_FORMULA
+    from harness.figures.cost import FINE_TUNE_FORMULA
 
     tokens = TRAIN["scenario"]["resolved"]["workload"]["fine_tune_tokens_millions"]
     assert tokens == 0.9  # scenarios/gemma270m.yaml's stated work

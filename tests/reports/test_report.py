@@ -181,7 +181,7 @@ SERVE_METRICS = next(
 
 
 def test_train_plus_serve_workload_is_priced_per_accelerator():
-    from harness.result import as_records
+    from harness.records.result import as_records
     from reports.model import _workloads, build
     from reports.render import markdown
 

@@ -3,7 +3,7 @@ even where their records share a scenario hash (#30)."""
 
 from __future__ import annotations
 
-from harness.result import as_record
+from harness.records.result import as_record
 from reports.model import build
 
 from records import make_record

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from harness.result import as_record
+from harness.records.result import as_record
 from reports.serving_pairs import beside_measurements, measured_load
 
 from records import serve_record

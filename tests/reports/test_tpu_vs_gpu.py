@@ -18,17 +18,17 @@ SUITE_SET = {
 
 
 def _resolved(overrides):
-    from harness.loader import resolve_runs
+    from harness.scenario.loader import resolve_runs
 
     return resolve_runs("scenarios/gemma270m.yaml", overrides, None)[0].scenario
 
 
 @pytest.fixture(scope="module")
 def page():
-    from harness.cost import load_catalog, price_for
-    from harness.fine_tune import fine_tune_work
-    from harness.projection import Program, ProjectionRecord, shape_projection, tpu_slice
-    from harness.tpu_plan import _tpu_fine_tune
+    from harness.figures.cost import load_catalog, price_for
+    from harness.projection.fine_tune import fine_tune_work
+    from harness.projection.projection import Program, ProjectionRecord, shape_projection, tpu_slice
+    from harness.projection.tpu_plan import _tpu_fine_tune
 
     gpu_scenario = _resolved(SUITE_SET)
     # the suite's record: 1 H100, W1's 32 x 512 padded tokens a step, about half real
@@ -111,7 +111,7 @@ def test_the_page_says_a_range_whose_high_end_is_the_bound_and_low_end_the_calib
     import csv
     import io
 
-    from harness.calibration import published_points
+    from harness.projection.calibration import published_points
     from reports.render import csv as render_csv
     from reports.render import html, markdown
 
@@ -171,7 +171,7 @@ def test_the_page_says_a_range_whose_high_end_is_the_bound_and_low_end_the_calib
 
 def test_the_projected_table_shows_the_calibrated_end_beside_every_projection(page):
     """Paired or not, each projected row carries its calibrated end and the points named."""
-    from harness.calibration import calibrated_low
+    from harness.projection.calibration import calibrated_low
     from reports.render import markdown
 
     report = _report([], [page["projection"]])
@@ -186,8 +186,8 @@ def test_the_projected_table_shows_the_calibrated_end_beside_every_projection(pa
 
 
 def test_bench_show_states_the_calibrated_range_of_a_projection(page):
-    from harness.calibration import calibrated_low
-    from harness.display import projection_lines
+    from harness.projection.calibration import calibrated_low
+    from harness.terminal.display import projection_lines
 
     text = "\n".join(projection_lines(page["projection"]))
     low = calibrated_low("lora")
@@ -199,13 +199,13 @@ def test_bench_show_states_the_calibrated_range_of_a_projection(page):
 
 
 def _point(source, method, ratio, key="tpu-v5p", stack="a stack"):
-    from harness.calibration import CalibrationPoint
+    from harness.projection.calibration import CalibrationPoint
 
     return CalibrationPoint(source, key, method, stack, ratio)
 
 
 def test_the_lower_end_comes_from_the_same_method_class_or_from_all_said_so():
-    from harness.calibration import calibrated_low
+    from harness.projection.calibration import calibrated_low
 
     full = [_point("full a", "full", 0.56), _point("full b", "full", 0.50)]
     lora = [_point("lora a", "lora", 0.08), _point("lora b", "lora", 0.2)]
@@ -234,10 +234,10 @@ def w3_pair():
     projected step's programs are stated figures of a 27B LoRA micro-batch (2 rows of
     2,048 per chip pass), not a compile: FLOPs 6 x 27e9 per token (forward, backward
     through the frozen base, recompute), bytes accessed 2.2e11."""
-    from harness.cost import load_catalog, price_for
-    from harness.fine_tune import fine_tune_work
-    from harness.projection import Program, ProjectionRecord, shape_projection, tpu_slice
-    from harness.tpu_plan import _tpu_fine_tune
+    from harness.figures.cost import load_catalog, price_for
+    from harness.projection.fine_tune import fine_tune_work
+    from harness.projection.projection import Program, ProjectionRecord, shape_projection, tpu_slice
+    from harness.projection.tpu_plan import _tpu_fine_tune
 
     gpu_set = {"tasks": ["train"], "parallel.devices": 2}
     gpu_scenario = _resolved_w3(gpu_set)
@@ -286,7 +286,7 @@ def w3_pair():
 
 
 def _resolved_w3(overrides):
-    from harness.loader import resolve_runs
+    from harness.scenario.loader import resolve_runs
 
     return resolve_runs("scenarios/w3_gemma_lora_tunix.yaml", overrides, None)[0].scenario
 
@@ -317,8 +317,8 @@ def test_a_w3_like_pairing_spans_at_least_a_factor_3_with_an_adapter_point(w3_pa
 def test_a_pair_differing_in_data_or_sequence_is_refused_naming_the_field(page, field, value):
     import copy
 
-    from harness.loader import set_dotted
-    from harness.textsafe import md_cell
+    from harness.basics.textsafe import md_cell
+    from harness.scenario.loader import set_dotted
     from reports.model import as_records
     from reports.tpu_vs_gpu import markdown_lines, pair
 
@@ -345,10 +345,10 @@ def test_the_tpu_fine_tune_keeps_this_hosts_compile_apart(page):
 
 def _step_bound_recomputed(record: dict) -> float:
     """The projection's step bound from its programs and the chip's datasheet, apart
-    from harness.projection: per program, runs x max(FLOPs / peak, bytes / HBM
+    from harness.projection.projection: per program, runs x max(FLOPs / peak, bytes / HBM
     bandwidth, collective bytes / ICI bandwidth); the micro-batch program's FLOPs the
     larger of the compiler's and bench's where the check flagged them."""
-    from harness.accelerators import HBM_BYTES_PER_S, ICI_BYTES_PER_S, PEAK_BF16_FLOPS
+    from harness.figures.accelerators import HBM_BYTES_PER_S, ICI_BYTES_PER_S, PEAK_BF16_FLOPS
 
     key = record["slice"]["catalog_key"]
     (shape,) = record["shapes"]
@@ -366,13 +366,13 @@ def _step_bound_recomputed(record: dict) -> float:
 
 
 def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_configuration():
-    """harness/calibration.py: every published TPU measurement has the projection record
+    """harness/projection/calibration.py: every published TPU measurement has the projection record
     of its own configuration (slice, model, method, global batch, sequence) shipped in
-    harness/calibration_points/, written by `bench plan --compile-for`; its bound and
+    harness/projection/calibration_points/, written by `bench plan --compile-for`; its bound and
     measured / bound recomputed here from the record's programs and the datasheet."""
     import json
 
-    from harness import calibration
+    from harness.projection import calibration
 
     assert len(calibration.PUBLISHED) >= 2
     docs = (calibration.ROOT / "docs" / "measurements.md").read_text()
@@ -402,7 +402,7 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
 
 def test_an_ambiguous_provenance_is_said_in_the_point_and_the_sentence():
     """The v6e-16 line is also a 2-slice demo's example log: the point says so."""
-    from harness import calibration
+    from harness.projection import calibration
 
     (ambiguous,) = [e for e in calibration.PUBLISHED if e.provenance_ambiguous]
     assert ambiguous.slice == "tpu-v6e-16" and "2 slices" in ambiguous.slicing
@@ -413,7 +413,7 @@ def test_an_ambiguous_provenance_is_said_in_the_point_and_the_sentence():
 def test_a_points_table_with_a_field_missing_or_unknown_is_refused_naming_it(tmp_path):
     import json
 
-    from harness import calibration
+    from harness.projection import calibration
 
     doc = json.loads((calibration.PROJECTIONS / calibration.TABLE).read_text())
     del doc["points"][1]["seq_len"]
@@ -431,7 +431,7 @@ def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_
     import json
     from dataclasses import replace
 
-    from harness import calibration
+    from harness.projection import calibration
 
     entry = calibration.PUBLISHED[0]
     assert replace(entry, projection=None).measured_over_bound is None  # never guessed
@@ -447,7 +447,7 @@ def test_a_measurement_without_its_projection_has_no_ratio_and_a_mismatched_one_
 @pytest.mark.slow
 def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     """`pip wheel --no-deps .` (non-editable): the wheel holds the points table and every
-    projection record it names, and harness.calibration run from the unpacked wheel alone
+    projection record it names, and harness.projection.calibration run from the unpacked wheel alone
     (not this checkout) finds the points and their ratios."""
     import json
     import os
@@ -455,7 +455,7 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     import sys
     import zipfile
 
-    from harness import calibration
+    from harness.projection import calibration
 
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
@@ -465,13 +465,16 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     )
     (wheel,) = tmp_path.glob("bench-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"harness/calibration_points/published.json", "harness/calibration_points/gpu_published.json"} <= names
+    assert {
+        "harness/projection/calibration_points/published.json",
+        "harness/projection/calibration_points/gpu_published.json",
+    } <= names
     for entry in calibration.PUBLISHED:
-        assert f"harness/calibration_points/{entry.projection}" in names
+        assert f"harness/projection/calibration_points/{entry.projection}" in names
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     code = (
-        "import json, harness.calibration as c, harness.gpu_projection as g; "
+        "import json, harness.projection.calibration as c, harness.projection.gpu_projection as g; "
         "print(json.dumps([c.__file__, [[e.id, e.measured_over_bound] for e in c.PUBLISHED + g.GPU_PUBLISHED]]))"
     )
     out = subprocess.run(
@@ -484,7 +487,7 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
     )
     where, points = json.loads(out.stdout)
     assert where.startswith(str(unpacked))  # the wheel's copy, not this checkout's
-    from harness.gpu_projection import GPU_PUBLISHED
+    from harness.projection.gpu_projection import GPU_PUBLISHED
 
     shipped = calibration.PUBLISHED + GPU_PUBLISHED
     assert points == [[e.id, pytest.approx(e.measured_over_bound)] for e in shipped]
@@ -492,7 +495,7 @@ def test_a_built_wheel_ships_the_calibration_points(tmp_path):
 
 
 def test_only_a_steps_only_fine_tune_is_scaled_and_a_projection_without_its_method_is_refused(page):
-    from harness.calibration import calibrated_fine_tune_usd, method_of
+    from harness.projection.calibration import calibrated_fine_tune_usd, method_of
 
     ft = page["projection"].fine_tune
     assert calibrated_fine_tune_usd(ft, 0.5) == pytest.approx(ft.usd / 0.5)

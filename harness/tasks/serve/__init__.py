@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from harness import cost as cost_model
-from harness.gate_metrics import GateMetric
-from harness.result import FROZEN, Price, RunRecord, Stats
+from harness.figures import cost as cost_model
+from harness.records.result import FROZEN, Price, RunRecord, Stats
+from harness.scenario.gate_metrics import GateMetric
 from harness.serving import engines, points
 from harness.serving.figures import serve_figures
 from harness.tasks.base import Column, Task, TaskSection, fmt
@@ -20,7 +20,7 @@ from harness.tasks.serve.spec import ServeSpec
 
 # ------------------------------------------------------------------ the record's figures
 class ServeMetrics(BaseModel):
-    """A serving run's figures (harness.metrics.serving_metrics; docs: metrics.md)."""
+    """A serving run's figures (harness.figures.metrics.serving_metrics; docs: metrics.md)."""
 
     model_config = FROZEN
     num_requests: int
@@ -44,11 +44,11 @@ class ServeMetrics(BaseModel):
     output_tok_s_per_user: float | None = None
     output_tok_s_per_chip: float | None = None
     slo_search: dict[str, Any] | None = None  # an SLO search's probes and answer
-    # Prefix cache (harness.metrics.prefix_cache_hits): None where the server did not say.
+    # Prefix cache (harness.figures.metrics.prefix_cache_hits): None where the server did not say.
     cached_prompt_tokens: int | None = None
     cached_prompt_fraction: float | None = None
     # serve.percentiles: {"ttft_s": {"p95": s, ...}, ...}; and every percentile shown whose
-    # sample is too small to support it (harness.metrics.supports_percentile), named.
+    # sample is too small to support it (harness.figures.metrics.supports_percentile), named.
     percentiles: dict[str, dict[str, float | None]] | None = None
     thin_percentiles: list[str] = Field(default_factory=list)
     # The client's side: each request's wait inside bench's client before it was

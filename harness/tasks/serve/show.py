@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from harness.result import RunRecord
+from harness.records.result import RunRecord
 from harness.tasks.base import fmt
 
 STATISTICS = ("mean", "median", "p90", "p99")

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
-from harness.limits import (
+from harness.scenario.limits import (
     MAX_BATCH,
     MAX_CONCURRENCY,
     MAX_OUTPUT_TOKENS,
@@ -17,7 +17,7 @@ from harness.limits import (
     MAX_SECONDS,
     Seed,
 )
-from harness.sections import Section
+from harness.scenario.sections import Section
 
 
 class PromptSpec(Section):

@@ -2,7 +2,7 @@
 
 The worker builds the backend from the plan, feeds it the scenario's batches and hands
 back raw facts; the parent checks them against the plan, then computes the training
-metrics (harness.metrics) and cost. Records compare whole configurations in the report.
+metrics (harness.figures.metrics) and cost. Records compare whole configurations in the report.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 from pydantic import BaseModel
 from rich.table import Table
 
-from harness import cost as cost_model
-from harness import hosts
-from harness import metrics as metric_fns
-from harness import plan as plans
-from harness.gate_metrics import GateMetric, measured_steps
-from harness.result import FROZEN, Price, RunRecord
+from harness.figures import cost as cost_model
+from harness.figures import metrics as metric_fns
+from harness.plan import hosts
+from harness.plan import plan as plans
+from harness.records.result import FROZEN, Price, RunRecord
+from harness.scenario.gate_metrics import GateMetric, measured_steps
 from harness.tasks.base import Column, Task, TaskSection, fmt
 from harness.tasks.train.figures import TrainMetrics
 from harness.tasks.train.spec import TraceSpec, TrainSpec
@@ -103,7 +103,7 @@ class TrainTask(Task):
 
     def check_scenario(self, scenario) -> None:
         """A trace needs the train task, and measured steps left untraced."""
-        from harness.spec import tasks_of
+        from harness.scenario.spec import tasks_of
 
         trace = scenario.trace
         if trace is None:
@@ -123,10 +123,10 @@ class TrainTask(Task):
 
     # ------------------------------------------------------------------ worker
     def execute(self, job: dict[str, Any], scenario, events, held: list) -> dict[str, Any]:
-        from harness import faults
         from harness.data.batches import build_batches
-        from harness.plan import Plan
-        from harness.registry import get, options_for
+        from harness.plan.plan import Plan
+        from harness.run import faults
+        from harness.run.registry import get, options_for
 
         started_at = time.time()
         info = get(job["backend"])
@@ -167,7 +167,7 @@ class TrainTask(Task):
             "compile_cache": backend.compile_cache(),
         }
         if scenario.trace is not None:  # read back after the run: no step pays for it
-            from harness.trace import collect
+            from harness.run.trace import collect
 
             facts["trace"] = collect(loop, backend.trace_dir)
         facts["wall_s"] = time.perf_counter() - events.origin
@@ -180,7 +180,7 @@ class TrainTask(Task):
         if failure is None:
             failure = _fill_metrics(record, run, catalog)
         if failure is None and facts.get("trace"):
-            from harness.trace import summary
+            from harness.run.trace import summary
 
             record["trace"] = summary(facts["trace"], facts["loop"]["steps"])
         return failure

@@ -1,6 +1,6 @@
 """A training record's figures, each with its type and unit in one table.
 
-`harness.metrics.training_metrics` computes them and metrics.md defines them; here is
+`harness.figures.metrics.training_metrics` computes them and metrics.md defines them; here is
 what a record holds and in which unit, so a reader of `RunRecord.metrics` (or of the
 JSON schema) never has to guess whether a number is seconds, tokens or a fraction."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from harness.result import FROZEN, Stats
+from harness.records.result import FROZEN, Stats
 
 REQUIRED = ...  # pydantic's marker: a record without the figure is refused
 

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from harness.result import RunRecord
+from harness.records.result import RunRecord
 from harness.tasks.base import fmt
 
 
@@ -71,7 +71,7 @@ def _step_rows(m) -> list[tuple[str, str]]:
 
 
 def _compile_rows(record: RunRecord) -> list[tuple[str, str]]:
-    from harness.registry import compiles_nothing
+    from harness.run.registry import compiles_nothing
 
     m = record.metrics
     eager = compiles_nothing(record)
@@ -101,7 +101,7 @@ def _flop_rows(record: RunRecord) -> list[tuple[str, str]]:
 
 
 def cost_rows(record: RunRecord) -> list[tuple[str, str]]:
-    from harness.cost import fine_tune_of_record
+    from harness.figures.cost import fine_tune_of_record
 
     c = record.cost
     if c is None:

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from harness.limits import MAX_BATCH, MAX_LORA_RANK, MAX_LR, MAX_STEPS, Seed
-from harness.sections import Section
+from harness.scenario.limits import MAX_BATCH, MAX_LORA_RANK, MAX_LR, MAX_STEPS, Seed
+from harness.scenario.sections import Section
 
 
 class LoraSpec(Section):
@@ -37,7 +37,7 @@ class OptimizerSpec(Section):
 
 
 class ScheduleSpec(Section):
-    # One implementation for every backend (harness.plan.learning_rates): Hugging Face's
+    # One implementation for every backend (harness.plan.plan.learning_rates): Hugging Face's
     # formulas, the lr of optimizer step k being the schedule's value at k.
     name: Literal["constant", "linear", "cosine", "cosine_with_restarts"] = "cosine"
     # Learning-rate warm-up as a fraction of the steps (W4: 10%). Not the benchmark's
@@ -63,7 +63,7 @@ class TrainSpec(Section):
     # it is executed: rows per data-parallel shard (per device when tensor = 1) per
     # forward pass; accumulation = global / (micro x shards), shards = fsdp x data. The
     # loss is the step's token-weighted sum, so the update does not depend on the split.
-    # `auto`: the largest that fits the device's memory (harness.plan.auto_micro_batch's
+    # `auto`: the largest that fits the device's memory (harness.plan.plan.auto_micro_batch's
     # memory model); a number pins it.
     global_batch: int = Field(8, gt=0, le=MAX_BATCH)
     micro_batch: Annotated[int, Field(gt=0, le=MAX_BATCH)] | Literal["auto"] = "auto"
@@ -93,7 +93,7 @@ class TrainSpec(Section):
 
 
 class TraceSpec(Section):
-    """A profiler trace of a window of measured steps (harness/trace.py): each
+    """A profiler trace of a window of measured steps (harness/run/trace.py): each
     framework's own profiler, files saved next to the record. Traced steps carry the
     profiler's overhead, so they are not measured steps (phase `trace`)."""
 

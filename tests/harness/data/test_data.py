@@ -8,7 +8,7 @@ import numpy as np
 
 from harness.data.batches import IGNORE_INDEX, build_batches
 from harness.data.function_calling import generate
-from harness.loader import resolve_runs
+from harness.scenario.loader import resolve_runs
 
 from conftest import TINY, write_scenario
 

@@ -17,8 +17,8 @@ import pytest
 from rich.console import Console
 from test_serve_loads import bodies, serve_record, serve_spec, timed_requests, url
 
-from harness.errors import BenchError, SpecError
-from harness.loader import validate
+from harness.basics.errors import BenchError, SpecError
+from harness.scenario.loader import validate
 from harness.serving.client import arrival_delays
 from harness.serving.engines import LOCAL_LABEL, ServingModel, choose
 from harness.serving.loads import drive
@@ -71,7 +71,7 @@ def test_the_client_holds_a_connection_per_request_in_flight_and_stamps_the_writ
 
 
 def test_the_client_says_when_it_limited_the_load():
-    from harness.metrics import CLIENT_LAG_S, serving_metrics
+    from harness.figures.metrics import CLIENT_LAG_S, serving_metrics
 
     requests = timed_requests(10, 0)
     for i, r in enumerate(requests):
@@ -147,8 +147,8 @@ def local_records():
 
 
 def test_every_output_showing_a_local_engines_dollars_carries_the_caveat():
-    from harness.display import summary_table
-    from harness.gate import BudgetsFile, markdown, run_gate
+    from harness.gate.gate import BudgetsFile, markdown, run_gate
+    from harness.terminal.display import summary_table
     from reports.compare import ttft_words
     from reports.model import build
     from reports.render import html
@@ -276,8 +276,8 @@ def test_synthetic_prompts_in_tokens_have_exactly_that_many_and_endpoint_refuses
     import yaml
 
     from harness.data.tokenizer import load_tokenizer
+    from harness.scenario.spec import Scenario
     from harness.serving.prompts import build_prompts
-    from harness.spec import Scenario
 
     doc = {**yaml.safe_load(TINY), "tasks": ["serve"]}
     doc["serve"] = {"engine": "local", "prompts": {"source": "synthetic", "input_tokens": 40, "seed": 3}}
@@ -299,7 +299,7 @@ def test_synthetic_prompts_in_tokens_have_exactly_that_many_and_endpoint_refuses
 def test_a_launch_failures_reason_keeps_the_servers_error_line():
     """A server that exits before it is healthy: its last error line leads the reason,
     and the reason the worker records (cut to its limit) keeps it."""
-    from harness.failure_text import explained
+    from harness.records.failure_text import explained
     from harness.serving.launch import error_line
 
     tail = "INFO start\n" * 300 + "ValueError: max_model_len 4096 exceeds the model's 2048\nINFO shutting down"

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from harness.errors import BenchError, SpecError
-from harness.loader import validate
+from harness.basics.errors import BenchError, SpecError
+from harness.scenario.loader import validate
 from harness.serving.engines import LOCAL_LABEL, choose
 from harness.serving.trace import BLOCK_TOKENS, read_trace
 from harness.tasks.serve.spec import ServeSpec
@@ -185,7 +185,7 @@ def test_what_a_trace_already_says_is_refused_beside_it(tmp_path, serve, field):
 
 def test_trace_prompts_have_the_traces_lengths_to_the_token_and_share_its_blocks(tmp_path):
     from harness.data.tokenizer import load_tokenizer
-    from harness.loader import document_from_text
+    from harness.scenario.loader import document_from_text
     from harness.serving.prompts import build_prompts
 
     rows = [
@@ -290,6 +290,6 @@ def run_serve(tmp_path, serve: dict) -> dict:
 
 
 def scenario_of(tmp_path):
-    from harness.loader import read_document
+    from harness.scenario.loader import read_document
 
     return validate(read_document(str(tmp_path / "s.yaml")), "s.yaml")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import request_latencies, summary
+from harness.figures.metrics import request_latencies, summary
 
 from conftest import ROOT, TINY, bench, records_in, write_scenario
 from fake_openai import serve as fake_server

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cost import load_catalog
-from harness.errors import SpecError
-from harness.loader import validate
-from harness.metrics import percentile, request_latencies, slo_at_percentile
+from harness.basics.errors import SpecError
+from harness.figures.cost import load_catalog
+from harness.figures.metrics import percentile, request_latencies, slo_at_percentile
+from harness.scenario.loader import validate
+from harness.scenario.spec import Scenario
 from harness.serving.client import arrival_delays, rate_of
 from harness.serving.loads import drive, prompt_count
-from harness.spec import Scenario
 from harness.tasks.serve.spec import LoadSpec, ServeSpec
 
 from conftest import TINY, bench, records_in, write_scenario
@@ -407,7 +407,7 @@ def test_an_open_loops_seed_is_used_and_is_0_when_not_given():
 
 # --------------------------------------------------------------------------- prompts
 def scenario_with(prompts: dict) -> Scenario:
-    from harness.loader import document_from_text
+    from harness.scenario.loader import document_from_text
 
     doc = document_from_text(TINY, "tiny.yaml")
     doc["serve"] = {"engine": "endpoint", "endpoint": {"base_url": "http://x/v1"}, "prompts": prompts}
@@ -526,8 +526,8 @@ def timed_requests(rate: float, first: int, n: int = 10, tokens: int = 5) -> lis
 def serve_record(raw: dict, search: dict | None = None, **kwargs) -> dict:
     import copy
 
-    from harness.cost import price_for, serving_cost
-    from harness.metrics import serving_metrics, slo_search_summary
+    from harness.figures.cost import price_for, serving_cost
+    from harness.figures.metrics import serving_metrics, slo_search_summary
 
     from records import make_record
 
@@ -563,7 +563,7 @@ def test_the_workload_prices_serving_at_the_slo_searchs_rate_and_says_so():
     """A train record, a serve run at one load and an SLO search on the same accelerator:
     the workload's $/1M output tokens is the search's (at the highest rate within the
     SLO), and its basis says so; without the search, the load as run, saying that."""
-    from harness.result import as_records
+    from harness.records.result import as_records
     from reports.model import _workloads
 
     from records import make_record
@@ -596,7 +596,7 @@ def test_the_serving_plots_draw_ttft_and_tpot_percentiles_with_the_slo_lines():
     p50/p90/p99 of each probe's requests at its rate, and each SLO target a horizontal line."""
     from html import unescape
 
-    from harness.metrics import percentile as pct
+    from harness.figures.metrics import percentile as pct
     from reports.model import build
     from reports.plots import figures
 

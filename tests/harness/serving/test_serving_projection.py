@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from harness.presets import MODEL_PRESETS
-from harness.serving.projection import CALIBRATION, Device, Load, ServedModel, bound, calibration, layout
+from harness.projection.serving import CALIBRATION, Device, Load, ServedModel, bound, calibration, layout
+from harness.scenario.presets import MODEL_PRESETS
 
 from conftest import bench
 
@@ -107,7 +107,7 @@ def test_the_report_says_w3s_serving_sentence_each_side_measured_or_projected(tm
 
     from test_serve_loads import serve_record, timed_requests
 
-    from harness.serving.projection import load_stored
+    from harness.projection.serving import load_stored
 
     results = tmp_path / "r"
     done = bench(

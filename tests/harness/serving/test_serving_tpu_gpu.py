@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 from test_serve_loads import serve_spec, url
 
-from harness.metrics import serving_metrics
+from harness.figures.metrics import serving_metrics
 from harness.serving.client import RequestRecord, request_body, stream_verdict, token_ids_in
 from harness.serving.loads import drive
 
@@ -116,7 +116,7 @@ def test_a_stream_verdict_names_what_is_missing():
 
 # --------------------------------------------------------------------------- bill what serves
 def scenario_of(preset: str, serve: dict | None = None):
-    from harness.loader import validate
+    from harness.scenario.loader import validate
 
     doc = {"name": "x", "model": {"preset": preset}, "tasks": ["serve"], "serve": serve or {}}
     return validate(doc, "s.yaml")
@@ -148,7 +148,7 @@ def expected_tensor(params: int, memory: int, count: int, heads: int) -> int:
 
 def gemma_params(preset: str) -> int:
     """Parameters counted from the preset's dimensions by hand (tied embedding)."""
-    from harness.presets import MODEL_PRESETS as PRESETS
+    from harness.scenario.presets import MODEL_PRESETS as PRESETS
 
     a = PRESETS[preset]
     attention = a["hidden_size"] * a["head_dim"] * 2 * (a["num_heads"] + a["num_kv_heads"])
@@ -170,7 +170,7 @@ def test_auto_vllm_on_a_tpu_slice_serves_from_every_chip_it_bills(monkeypatch, p
     """A v6e-8 bills 8 chips, a v5e-4 4: the vLLM command shards the weights over the
     fewest chips they fit (tensor parallel) and replicates over the rest (data
     parallel), so tensor x data = the billed chips."""
-    from harness.presets import MODEL_PRESETS as PRESETS
+    from harness.scenario.presets import MODEL_PRESETS as PRESETS
 
     choice, command = auto_command(preset, "tpu", {"TPU_ACCELERATOR_TYPE": slice_name}, monkeypatch)
     tensor = expected_tensor(gemma_params(preset), memory, chips, PRESETS[preset]["num_heads"])
@@ -217,7 +217,7 @@ def test_auto_vllm_on_a_two_gpu_host_is_billed_both_before_any_load(monkeypatch,
 
 
 def test_a_gpu_host_that_does_not_say_its_gpus_or_a_model_too_big_is_refused_or_served_locally(monkeypatch, tmp_path):
-    from harness.errors import BenchError
+    from harness.basics.errors import BenchError
     from harness.serving import engines
 
     monkeypatch.setattr(engines, "NVIDIA_PROC", str(tmp_path / "none"))
@@ -229,8 +229,8 @@ def test_a_gpu_host_that_does_not_say_its_gpus_or_a_model_too_big_is_refused_or_
 
 
 def test_auto_replicas_is_for_engine_auto_only():
-    from harness.errors import SpecError
-    from harness.loader import validate
+    from harness.basics.errors import SpecError
+    from harness.scenario.loader import validate
 
     doc = {"name": "x", "serve": {"engine": "local", "auto_replicas": "one"}}
     with pytest.raises(SpecError, match="auto_replicas: only engine auto"):
@@ -430,7 +430,7 @@ def record_with_connection_waits(wait_s: float) -> dict:
 
 
 def test_show_and_the_report_state_a_convention_difference_over_5_percent_and_only_then():
-    from harness.result import as_records
+    from harness.records.result import as_records
     from harness.tasks.serve.show import figure_rows
     from reports.model import build
 
@@ -479,7 +479,7 @@ def test_the_servers_own_figures_come_from_its_metrics_sampled_through_the_load(
 
 
 def test_show_and_the_reports_serving_table_label_the_servers_figures(monkeypatch):
-    from harness.result import as_records
+    from harness.records.result import as_records
     from harness.tasks.serve.show import figure_rows
     from reports.model import SERVE_COLUMNS, build
 

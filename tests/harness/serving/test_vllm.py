@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from backends.hf_common.serving import export_model
-from harness.loader import read_document, validate
-from harness.metrics import request_latencies, summary
+from harness.figures.metrics import request_latencies, summary
+from harness.scenario.loader import read_document, validate
 from harness.serving import vllm
 from harness.serving.launch import LaunchedServer
 from harness.serving.loads import prompt_count
@@ -432,7 +432,7 @@ def test_vllms_metrics_deltas_p95_and_the_request_export(repeated_runs, tmp_path
     """The server's /metrics around the measured requests: its token counters' deltas
     are the requests' usage summed; p95 of TTFT is there (serve.percentiles), recomputed;
     `bench export --requests` writes one line per measured request."""
-    from harness.metrics import percentile
+    from harness.figures.metrics import percentile
 
     for record in repeated_runs[True]:
         measured = [r for r in record["raw"]["requests"] if not r["warmup"]]

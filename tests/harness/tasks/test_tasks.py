@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 from harness import tasks
-from harness.backend import Probe
-from harness.errors import SpecError
-from harness.registry import ProbeResult
+from harness.basics.errors import SpecError
+from harness.run.backend import Probe
+from harness.run.registry import ProbeResult
 from harness.serving import engines
 
 from conftest import ROOT, TINY, write_scenario
@@ -37,9 +37,9 @@ class Quiet:
 
 
 def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
-    from harness.display import summary_table
-    from harness.gate import AbsoluteBudget, absolute_checks, group_records
-    from harness.runner import RunRequest, run_sweep
+    from harness.gate.gate import AbsoluteBudget, absolute_checks, group_records
+    from harness.run.runner import RunRequest, run_sweep
+    from harness.terminal.display import summary_table
     from reports.model import build
 
     scenario = write_scenario(tmp_path, TINY + "tasks: [echo]\necho: {words: 3}\n")
@@ -70,7 +70,7 @@ def test_a_third_task_runs_end_to_end_through_the_runner(tmp_path, echo):
 
 
 def test_a_third_task_owns_its_scenario_section(tmp_path, echo):
-    from harness.loader import resolve_runs, validate
+    from harness.scenario.loader import resolve_runs, validate
 
     doc = {"name": "e", "tasks": ["echo"], "echo": {"words": 5}}
     scenario = validate(doc, "e.yaml")
@@ -101,7 +101,7 @@ def test_a_third_task_owns_its_scenario_section(tmp_path, echo):
 
 
 def test_a_section_nothing_registers_is_an_unknown_key():
-    from harness.loader import validate
+    from harness.scenario.loader import validate
 
     with pytest.raises(SpecError) as refused:
         validate({"name": "e", "echo": {"words": 3}}, "e.yaml")
@@ -109,7 +109,7 @@ def test_a_section_nothing_registers_is_an_unknown_key():
 
 
 def test_a_registered_section_leaves_other_scenarios_hashes_alone(monkeypatch):
-    from harness.loader import scenario_hash, validate
+    from harness.scenario.loader import scenario_hash, validate
 
     before = scenario_hash(validate({"name": "t", "serve": {"engine": "local"}}, "t.yaml"))
     monkeypatch.setattr(tasks.TASKS, "_targets", dict(tasks.TASKS._targets))
@@ -129,7 +129,7 @@ def fake_engine(monkeypatch):
 
 
 def test_a_registered_engine_serves_through_the_serve_task(tmp_path, fake_engine):
-    from harness.runner import RunRequest, run_sweep
+    from harness.run.runner import RunRequest, run_sweep
 
     block = "serve: {engine: fake, output_tokens: 5, num_requests: 3, warmup_requests: 1}\n"
     scenario = write_scenario(tmp_path, TINY + "tasks: [serve]\n" + block)
