@@ -57,7 +57,10 @@ def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            found += [(node.lineno, f"{base}.{alias.name}" if base in ("harness", "reports") else base) for alias in node.names]
+            found += [
+                (node.lineno, f"{base}.{alias.name}" if base in ("harness", "reports") else base)
+                for alias in node.names
+            ]
     return found
 
 
@@ -79,7 +82,12 @@ def violations(root: Path) -> list[str]:
             there = room_of(target)
             if there is None or there == here:
                 continue
-            if here not in LAYERS and here not in ABOVE_EVERY_ROOM or there not in LAYERS and there not in ABOVE_EVERY_ROOM:
+            if (
+                here not in LAYERS
+                and here not in ABOVE_EVERY_ROOM
+                or there not in LAYERS
+                and there not in ABOVE_EVERY_ROOM
+            ):
                 found.append(f"{path.relative_to(root)}:{line}: {here} -> {there}: a room the contract does not name")
             elif level(there) > level(here):
                 found.append(f"{path.relative_to(root)}:{line}: {here} -> {there} ({target}) runs upward")
@@ -92,7 +100,9 @@ def test_harness_root_holds_only_rooms():
     rooms = {p.name for p in (ROOT / "harness").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert rooms == set(LAYERS), sorted(rooms ^ set(LAYERS))
     for room in rooms:
-        assert (ROOT / "harness" / room / "__init__.py").read_text().startswith('"""'), f"harness/{room} says what it owns"
+        assert (ROOT / "harness" / room / "__init__.py").read_text().startswith('"""'), (
+            f"harness/{room} says what it owns"
+        )
 
 
 def test_imports_run_one_way():

@@ -27,8 +27,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
 
-    from harness.records.locations import location
     from harness.commands.suite_file import run_suite
+    from harness.records.locations import location
     from harness.terminal.display import RunProgress, summary
 
     console = Console(stderr=args.json)

@@ -21,11 +21,11 @@ from rich.console import Console
 from harness.basics.errors import BackendUnavailable, SpecError
 from harness.commands import backends as backends_command
 from harness.commands.common import print_plans
+from harness.commands.suite_file import load_suite, run_suite
 from harness.run import registry
 from harness.run.backend import Probe
 from harness.run.registry import ProbeResult
 from harness.run.runner import RunRequest, _plan_sweep
-from harness.commands.suite_file import load_suite, run_suite
 from harness.scenario.loader import resolve_runs
 
 from conftest import ROOT, bench, write_scenario
