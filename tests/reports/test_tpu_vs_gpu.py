@@ -387,15 +387,19 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
         assert entry.measured_over_bound == pytest.approx(entry.measured_tokens_per_s_per_chip / bound, rel=1e-9)
         # The publisher's own step time says the same tokens: a check on the transcribed figures.
         assert entry.measured_tokens_per_s_per_chip == pytest.approx(tokens_per_chip / entry.measured_step_s, rel=2e-3)
-        # ... and its log line holds them
-        assert f"seconds: {entry.measured_step_s:.3f}" in entry.log_line
-        assert f"Tokens/s/device: {entry.measured_tokens_per_s_per_chip:.3f}" in entry.log_line
-        assert f"total_weights: {entry.global_batch * entry.seq_len}" in entry.log_line
-        assert len(entry.source["commit"]) == 40 and entry.source["path"].startswith("training/")
+        # ... and its log line holds them (each stack's own format)
+        assert len(entry.source["commit"]) == 40
+        if entry.stack == "MaxText":
+            assert f"seconds: {entry.measured_step_s:.3f}" in entry.log_line
+            assert f"Tokens/s/device: {entry.measured_tokens_per_s_per_chip:.3f}" in entry.log_line
+            assert f"total_weights: {entry.global_batch * entry.seq_len}" in entry.log_line
+            assert entry.source["path"].startswith("training/")
+            # docs/measurements.md's calibration table shows the records' figures, not others
+            row = next(line for line in table if f"| {entry.slice} |" in line)
+            assert f"{entry.bound_tokens_per_s_per_chip:,.0f}" in row and f"**{entry.measured_over_bound:.3f}**" in row
+        else:  # torchprime's E2E bounds file: the mean step of its CI runs
+            assert f"average: {entry.measured_step_s}" in entry.log_line
         assert 0 < entry.measured_over_bound < 1  # a bound: nothing runs faster than it
-        # docs/measurements.md's calibration table shows the records' figures, not others
-        row = next(line for line in table if f"| {entry.slice} |" in line)
-        assert f"{entry.bound_tokens_per_s_per_chip:,.0f}" in row and f"**{entry.measured_over_bound:.3f}**" in row
     low = calibration.calibrated_low("full")
     assert low.same_class and low.ratio == min(e.measured_over_bound for e in calibration.PUBLISHED)
 
