@@ -136,7 +136,9 @@ def test_docs_measurements_shows_each_tpu_point_s_analytic_bound_and_ratio():
     section = Path("docs/measurements.md").read_text().split("(#43)", 1)[1]
     for entry, point in zip(PUBLISHED, tpu_points()):
         analytic = entry.measured_tokens_per_s_per_chip / point.ratio
-        rows = [line for line in section.splitlines() if line.startswith("|") and f"({entry.source['commit'][:8]})" in line]
+        rows = [
+            line for line in section.splitlines() if line.startswith("|") and f"({entry.source['commit'][:8]})" in line
+        ]
         if len(rows) > 1:  # points of one commit (torchprime's bounds file) are told apart by id
             rows = [line for line in rows if f"`{entry.id}`" in line]
         (row,) = rows
