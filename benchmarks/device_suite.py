@@ -51,7 +51,7 @@ CORE_LIMIT_S = 300  # the core W1 table's slots (#45): the rest of a 600 s comma
 DEADLINE_S = 480  # default deadline for the runs, counted from the first run's start
 SMOKE_LIMIT_S = 60  # the kernel smoke tests, all at once
 
-H100 = "docs/measurements.md, 'The accelerator suite on an H100 (2026-11-26)'"
+H100 = "docs/measurements/device-suite.md, 'The accelerator suite on an H100 (2026-11-26)'"
 # Figures (seconds): (seconds, the backend measured or None, the device, where from).
 # A term is `measured` only for a run of that backend and on an H100; else a guess.
 FIG = {
@@ -59,14 +59,14 @@ FIG = {
         5.0,
         None,
         "allowance",
-        "process start and imports before setup: bench's own 0.8-1.1 s (docs/measurements.md, "
+        "process start and imports before setup: bench's own 0.8-1.1 s (docs/measurements/startup-and-code.md, "
         "'bench backends probe cache', #30) plus a 4 s allowance for torch's import",
     ),
     "hf_setup": (
         8.9,
         "torch",
         "cpu",
-        "W1 setup on the torch backend, 2-core CPU (docs/measurements.md, 'bench run "
+        "W1 setup on the torch backend, 2-core CPU (docs/measurements/overhead-and-step-loop.md, 'bench run "
         "scenarios/gemma270m.yaml on the CPU': 8.9 s setup): the host-side model build, unscaled",
     ),
     "tunix_setup": (77.0, "jax-tunix", "h100", f"jax-tunix W1 setup, model build and Tunix init, before #36 ({H100})"),
@@ -129,11 +129,11 @@ TINY = {
 def tunix_setup_ratio() -> float:
     """setup before #36 / after #45 item 4 on the CPU at W1's dimensions: #36's ratio (the
     random weights drawn on the host) times item 4's (Qwix's pass on shapes only), each
-    measured on one code base before and after (docs/measurements.md)."""
+    measured on one code base before and after (docs/measurements/device-suite.md)."""
     return math.prod(m["setup_before_s"] / m["setup_after_s"] for m in TUNIX_SETUP_MEASURED.values())
 
 
-# benchmarks/tunix_setup_time.py on the 2-core CPU (docs/measurements.md): '#36' one run
+# benchmarks/probes/tunix_setup_time.py on the 2-core CPU (docs/measurements/device-suite.md): '#36' one run
 # each, 2026-11-27; '#45 item 4' (`lora 3`) medians of 3 cold runs each, 2026-11-28.
 TUNIX_SETUP_MEASURED = {
     "#36": {"setup_before_s": 710.76, "setup_after_s": 107.57},
@@ -220,7 +220,7 @@ def tunix_setup_term():
         "setup",
         before / ratio,
         f"{source}, divided by the CPU's before/after ratios of #36 and #45 item 4, {ratio:.2f} together "
-        "(benchmarks/tunix_setup_time.py, docs/measurements.md '#36 JAX side and device suite' "
+        "(benchmarks/probes/tunix_setup_time.py, docs/measurements/device-suite.md '#36 JAX side and device suite' "
         "and '#45 item 4: Tunix setup without Qwix's eager pass')",
         f"guess: jax-tunix's H100 setup before #36 scaled by CPU ratios ({ratio:.2f})",
     )

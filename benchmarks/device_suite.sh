@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device suite on a GPU host with no package index, as one prepared command (#36;
-# docs/measurements.md, "#36 JAX side and device suite"). Its runs, their order and
+# docs/measurements/device-suite.md, "#36 JAX side and device suite"). Its runs, their order and
 # budgets are benchmarks/device_suite.py's; see them anywhere with:
 #
 #   bash benchmarks/device_suite.sh --dry-run

@@ -217,7 +217,7 @@ def range_note(r: PairRange) -> str:
         "(its $ is a lower bound on cost)"
     )
     if r.calibrated is None:
-        return f"{high}; no calibrated lower end: no measured / bound point is known (docs/measurements.md)"
+        return f"{high}; no calibrated lower end: no measured / bound point is known (docs/measurements/projections-and-calibration.md)"
     return f"{high}; the low ends are the bound x {r.calibrated.ratio:.3g} ({r.calibrated.note()})"
 
 

@@ -196,7 +196,7 @@ def draw_weights(leaves, shardings: list, seed: int, scale: float, dtype) -> lis
     program at all: drawing with JAX compiled one program per weight before #36 (~230
     for Gemma 3 270M), and one program for all of them still compiles one kernel per
     output array (XLA's CPU compiler: ~1 s each on the 2-core CPU);
-    benchmarks/tunix_setup_time.py measures the two."""
+    benchmarks/probes/tunix_setup_time.py measures the two."""
     import jax
     import numpy as np
 
@@ -213,7 +213,7 @@ def apply_lora(model, train, config, mesh, dtype: str, init: str | None = None, 
     `init` if given (else qwix's init: random A, zero B), its weights cast to `dtype`
     (qwix makes them in the base weights' dtype) and placed by their sharding annotations.
     The modules are found by an abstract pass (`abstract_lora_model`), not qwix's eager one
-    (`lora_pass` swaps it: benchmarks/tunix_setup_time.py times the two)."""
+    (`lora_pass` swaps it: benchmarks/probes/tunix_setup_time.py times the two)."""
     import jax
     from flax import nnx
 

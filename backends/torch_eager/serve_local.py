@@ -10,7 +10,7 @@ batching), and its $ is labelled so wherever shown.
 - Requests in flight as the load says (concurrency, open-loop arrivals, a trace's
   arrivals, max_concurrency): whenever the engine is free it takes every request sent
   by then (up to `local.max_batch`), left-pads them into one batch and decodes them
-  together. Measured on 2 CPU cores with tiny Gemma 3 (docs/measurements.md), one
+  together. Measured on 2 CPU cores with tiny Gemma 3 (docs/measurements/serving.md), one
   padded batch through generate beat transformers' continuous batching
   (`generate_batch`) many times over, so static batches it is.
 - A request is sent when the load sends it (its arrival; or, with a cap on requests in

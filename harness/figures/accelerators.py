@@ -56,7 +56,7 @@ HBM_BYTES_PER_S: dict[str, float] = {
 }
 
 # Usable HBM per chip: what a compiled program may fill. The compiler's own limit where
-# it states one (v5e: "exceeds available HBM (15.75G)", docs/measurements.md, issue 28;
+# it states one (v5e: "exceeds available HBM (15.75G)", docs/measurements/projections-and-calibration.md, issue 28;
 # v6e: 31.25G, issue 37),
 # else the datasheet where it already is the user-allocatable figure (v5p: 95 GiB of 96
 # physical, cloud.google.com/tpu/docs/v5p), else the datasheet less HBM_RESERVE_FRACTION.
@@ -64,7 +64,7 @@ HBM_RESERVE_FRACTION = 1 / 64  # the share v5e's compiler withholds (16 GiB -> 1
 HBM_USABLE_BYTES: dict[str, tuple[int, str]] = {
     "tpu-v5e": (int(15.75 * 1024**3), "the TPU compiler's limit (its out-of-memory message: 15.75G)"),
     "tpu-v5p": (95 * 1024**3, "datasheet, already user-allocatable (96 GiB physical)"),
-    # Llama 3.1 8B's compile for v6e-8 (docs/measurements.md, calibration): "exceeds available HBM (31.25G)".
+    # Llama 3.1 8B's compile for v6e-8 (docs/measurements/projections-and-calibration.md, "Calibration"): "exceeds available HBM (31.25G)".
     "tpu-v6e": (int(31.25 * 1024**3), "the TPU compiler's limit (its out-of-memory message: 31.25G)"),
 }
 

@@ -18,7 +18,7 @@ same scenario and matrix cell, backend and backend options, accelerator and chip
   observed spread (the farthest of those runs from their mean). torchprime's gate uses
   the mean's 99.9% confidence interval in the first place; that interval narrows with
   n while one run's noise does not (with 10 runs of 3% noise it is +-1.5 sigma and fails
-  6.7% of unchanged runs: docs/measurements.md, issue 38), so the band here bounds a run,
+  6.7% of unchanged runs: docs/measurements/gate-and-history.md, issue 38), so the band here bounds a run,
   not the mean. A new run fails when its figure is beyond the band in the metric's worse
   direction.
 
@@ -37,7 +37,8 @@ from harness.scenario.gate_metrics import GateMetric, known
 # The figures `bench history` and `bench gate --history` follow when none is named.
 DEFAULT_METRICS = {"train": ("step_time_s",), "serve": ("ttft_s", "output_throughput_tok_s")}
 MIN_SEGMENT = 3  # runs on each side of a change point
-PENALTY_FACTOR = 5.0  # 0.4-1.6% false change points per flat 30-run series (docs/measurements.md, issue 38)
+# 0.4-1.6% false change points per flat 30-run series (docs/measurements/gate-and-history.md, issue 38)
+PENALTY_FACTOR = 5.0
 ALPHA = 0.01
 METHOD = (
     "change points: PELT (ruptures, least-squares cost, segments of >= 3 runs) on the figure over its median, "
@@ -51,7 +52,7 @@ FLOOR = 0.015
 MAD_SCALE = 1.4826  # sigma = 1.4826 x MAD for normal noise
 # The MAD of a few runs is a noisier sigma than their standard deviation: the bound is
 # widened so that unchanged runs fail about as rarely as with the classic bound
-# (benchmarks/gate_band_rates.py measures the rates; docs/reports-and-gates.md states them).
+# (benchmarks/probes/gate_band_rates.py measures the rates; docs/reports-and-gates.md states them).
 MAD_WIDENING = 1.3
 BAND_RULE = (
     "band: the median of the last N runs since the last accepted change point +- max(1.3 x the 99% one-sided "

@@ -1,5 +1,5 @@
 """The projection's calibration: measured / bound where a measurement of the same
-configuration exists (issues 37 and 43; docs/measurements.md, "Calibration").
+configuration exists (issues 37 and 43; docs/measurements/projections-and-calibration.md, "Calibration").
 
 A roofline bound (harness/projection/projection.py) is a lower bound on step time; what a real
 step takes is some fraction of it. That fraction is known only where a measurement and

@@ -373,8 +373,8 @@ def flops_check(compiled: float | None, bench: float | None) -> tuple[float | No
         return ratio, compiled, None
     used, which = (bench, "bench's") if bench > compiled else (compiled, "the compiler's")
     why = (
-        "the compiler counts less work than the step does (a while loop's body counted once: docs/measurements.md, "
-        "issue 37)"
+        "the compiler counts less work than the step does (a while loop's body counted once: "
+        "docs/measurements/projections-and-calibration.md, issue 37)"
         if bench > compiled
         else "the compiler counts work bench's convention leaves out (recomputation, padding, extra ops)"
     )

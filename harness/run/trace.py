@@ -16,7 +16,7 @@ step): the program (or op) events the capture's `Programs` selects. The record's
 step time (`trace.step_time_s`) is torchprime's: the period from a step's first program
 to the next traced step's first (`step_periods`), on the profiler's clock; host work
 between programs is in it, as it is in the harness's step, so the ratio trace / harness
-checks the harness's clock (docs/measurements.md). `trace.busy_s` is how much of each
+checks the harness's clock (docs/measurements/overhead-and-step-loop.md). `trace.busy_s` is how much of each
 step the programs cover: first program start to last program end within the step; below
 the step time by the host work outside the programs (python dispatch, graph building, the
 sync's wake-up). The

@@ -2,7 +2,7 @@
 (XLA's implementation on this CPU) gives the masked path's loss and LoRA gradients within
 1e-5 (tiny fp32 LoRA Gemma 3, right-padded rows, static and dynamic padding, a sliding
 window shorter than the sequence and one at least as long), in each backend's own
-interpreter (benchmarks/jax_attention_probe.py); and the option's resolution: auto picks
+interpreter (benchmarks/probes/jax_attention_probe.py); and the option's resolution: auto picks
 cuDNN only where it can run, a pinned kernel that cannot run is refused in one line."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def probe(request):
     backend = request.param
     stack_or_skip(*STACKS[backend])
     done = subprocess.run(
-        [interpreter_for(backend), str(ROOT / "benchmarks" / "jax_attention_probe.py"), backend],
+        [interpreter_for(backend), str(ROOT / "benchmarks" / "probes" / "jax_attention_probe.py"), backend],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -4,7 +4,7 @@ LoRA model, several chunks, the last one padded; plain is the model's own logits
 cross-entropy, computed by its own jit), and its compiled loss + gradients at Gemma 3's
 vocabulary (262,144) x 512 positions x 4 rows needs at most a quarter of plain's
 temporary memory (XLA's memory analysis: compiled, never run). The worker,
-benchmarks/jax_loss_probe.py, runs in each backend's own interpreter."""
+benchmarks/probes/jax_loss_probe.py, runs in each backend's own interpreter."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def probe(request):
     backend = request.param
     stack_or_skip(*STACKS[backend])
     done = subprocess.run(
-        [interpreter_for(backend), str(ROOT / "benchmarks" / "jax_loss_probe.py"), backend],
+        [interpreter_for(backend), str(ROOT / "benchmarks" / "probes" / "jax_loss_probe.py"), backend],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -173,7 +173,7 @@ def test_auto_picks_liger_only_where_its_chunk_is_at_least_the_plan_s():
 def test_chunked_peak_memory_is_at_most_a_quarter_of_plain_at_gemma3_vocabulary():
     # Vocabulary 262,144 x sequence 512 x 4 rows: plain holds [4, 512, 262144] fp32 logits
     # (2 GiB), their log-softmax and gradients; chunked one 256-token chunk at a time.
-    from benchmarks.bench_train_execution import loss_peaks  # the benchmark's probe, one process
+    from benchmarks.probes.bench_train_execution import loss_peaks  # the benchmark's probe, one process
 
     found = loss_peaks()
     plain, chunked = found["plain"], found["chunked"]

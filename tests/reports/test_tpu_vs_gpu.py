@@ -375,7 +375,7 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
     from harness.projection import calibration
 
     assert len(calibration.PUBLISHED) >= 2
-    docs = (calibration.ROOT / "docs" / "measurements.md").read_text()
+    docs = (calibration.ROOT / "docs" / "measurements" / "projections-and-calibration.md").read_text()
     table = [line for line in docs.splitlines() if "Llama3.1-8B-MaxText" in line and line.startswith("|")]
     for entry in calibration.PUBLISHED:
         record = json.loads((calibration.PROJECTIONS / entry.projection).read_text())
@@ -394,7 +394,7 @@ def test_each_published_measurement_is_bounded_by_a_committed_projection_of_its_
             assert f"Tokens/s/device: {entry.measured_tokens_per_s_per_chip:.3f}" in entry.log_line
             assert f"total_weights: {entry.global_batch * entry.seq_len}" in entry.log_line
             assert entry.source["path"].startswith("training/")
-            # docs/measurements.md's calibration table shows the records' figures, not others
+            # docs/measurements/projections-and-calibration.md's calibration table shows the records' figures
             row = next(line for line in table if f"| {entry.slice} |" in line)
             assert f"{entry.bound_tokens_per_s_per_chip:,.0f}" in row and f"**{entry.measured_over_bound:.3f}**" in row
         else:  # torchprime's E2E bounds file: the mean step of its CI runs

@@ -745,7 +745,7 @@ def test_the_flops_flag_says_which_count_and_why_in_both_directions():
     assert low[1] == 1e12 and low[2] == (
         "FLOPs check: compiled 5e+11 / bench 1e+12 = 0.500, outside [0.9, 1.5]: the compute term uses the larger, "
         "bench's 1e+12, because the compiler counts less work than the step does (a while loop's body counted once: "
-        "docs/measurements.md, issue 37)"
+        "docs/measurements/projections-and-calibration.md, issue 37)"
     )
     high = flops_check(2e12, 1e12)
     assert high[1] == 2e12 and high[2] == (

@@ -133,7 +133,7 @@ def test_docs_measurements_shows_each_tpu_point_s_analytic_bound_and_ratio():
     from harness.projection.calibration import PUBLISHED
     from harness.projection.recommend import tpu_points
 
-    section = Path("docs/measurements.md").read_text().split("(#43)", 1)[1]
+    section = Path("docs/measurements/projections-and-calibration.md").read_text().split("(#43)", 1)[1]
     for entry, point in zip(PUBLISHED, tpu_points()):
         analytic = entry.measured_tokens_per_s_per_chip / point.ratio
         rows = [

@@ -1,10 +1,11 @@
-"""How long does `bench report` take over many records? The target: 1,000 records in
-under 10 seconds (HTML, Markdown and CSV each), measured end to end through the CLI.
+"""How long does `bench report` take over 1,000 records? Answer: docs/measurements/reports.md, "Report generation".
+The target: 1,000 records in under 10 seconds (HTML, Markdown and CSV each), measured end
+to end through the CLI.
 
 The records are synthetic but built by the real metrics and cost modules (tests/records.py):
 10 scenarios x 4 variants x 5 backends/accelerators x 5 repeats = 1,000 runs of 30 steps.
 
-    python benchmarks/bench_report.py [--records 1000]
+    python benchmarks/probes/bench_report.py [--records 1000]
 
 Prints a table, then one JSON document.
 """
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 DEVICES = [

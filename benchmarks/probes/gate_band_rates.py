@@ -1,9 +1,10 @@
-"""How often the history band (harness/gate/history.py, BAND_RULE) fails an unchanged run and
-catches a slower one, on generated series: the rates docs/reports-and-gates.md quotes.
+"""How often does the history band fail an unchanged run, catch a slower one? Answer: docs/measurements/gate-and-history.md, "#44".
+The history band is harness/gate/history.py's BAND_RULE; the rates, on generated series, are
+the ones docs/reports-and-gates.md quotes.
 
 Answers: with 10 runs of 3% normal noise, what share of unchanged runs fall beyond the band
 (false alarms), what share of runs 15% slower do (detection), and how far one outlier in
-the window widens it. Numpy only; run `python benchmarks/gate_band_rates.py`.
+the window widens it. Numpy only; run `python benchmarks/probes/gate_band_rates.py`.
 """
 
 from __future__ import annotations

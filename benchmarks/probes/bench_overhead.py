@@ -1,11 +1,12 @@
-"""What does the harness's step loop cost? The harness-timed loop of the `torch` backend
+"""What does the harness's step loop cost? Answer: docs/measurements/overhead-and-step-loop.md, "Harness overhead".
+The harness-timed loop of the `torch` backend
 against a bare transformers + peft loop, on the same model, weights and batches.
 
 Both loops run in this one process, interleaved in blocks (bare, harness, bare, ...)
 so that machine noise hits both alike; the figure is the ratio of median step times
 measured in the same run, never an absolute time compared across runs.
 
-    python benchmarks/bench_overhead.py [--steps 12] [--blocks 4] [--preset tiny-gemma3]
+    python benchmarks/probes/bench_overhead.py [--steps 12] [--blocks 4] [--preset tiny-gemma3]
 
 Prints a readable table, then one JSON document. Target: overhead within 3%.
 """
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def scenario_for(preset: str, steps: int):

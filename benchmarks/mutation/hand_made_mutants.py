@@ -1,6 +1,6 @@
 """The eight hand-made mutants of issue #31: apply each to a copy of the checkout, run the
 formula modules' fast tests there, and list the tests that fail (a mutant none fails
-survives). Usage: python benchmarks/issue31_mutants.py [PYTEST ARGS]; never edits this tree."""
+survives). Usage: python benchmarks/mutation/hand_made_mutants.py [PYTEST ARGS]; never edits this tree."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = [
     "tests/harness/figures/test_metrics.py",
     "tests/harness/serving/test_serving_metrics.py",

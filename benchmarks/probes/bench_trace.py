@@ -1,4 +1,5 @@
-"""The harness's step time against the profiler's: one traced tiny run per backend.
+"""Does the harness's step time agree with the profiler's? Answer: docs/measurements/overhead-and-step-loop.md, "Profiler traces".
+The harness's step time against the profiler's: one traced tiny run per backend.
 
 Each run traces 4 measured steps (`bench run --trace 4`: 3 step periods); the record states the median
 trace step time (per step: first start to last end of the framework's own program / op
@@ -8,7 +9,7 @@ steps, their ratio (below 1 by the host time outside the programs), and what tra
 listed as such.
 
     BENCH_PYTHON_XLA_FSDPV2=.venv-xla/bin/python BENCH_PYTHON_JAX_TUNIX=.venv-jax/bin/python \\
-        python benchmarks/bench_trace.py [--backends torch,torchax,xla-fsdpv2,jax-tunix]
+        python benchmarks/probes/bench_trace.py [--backends torch,torchax,xla-fsdpv2,jax-tunix]
 
 Prints a table, then one JSON document.
 """
@@ -22,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The tiny traced run: each `--set` of the scenario, then the trace window.
 SETTINGS = "model.preset=tiny-gemma3 sequence.padding=static train.steps=10 train.window_steps=0 data.num_examples=32"
 RUN = [arg for setting in SETTINGS.split() for arg in ("--set", setting)] + ["--trace", "4", "--no-progress"]

@@ -1,7 +1,8 @@
-"""Issue 38: how often `bench history` finds a change that is not there, and finds the one
+"""Does `bench history` find false changes? Answer: docs/measurements/gate-and-history.md, "History: change points".
+Issue 38: how often `bench history` finds a change that is not there, and finds the one
 that is; how often `bench gate --history`'s band fails an unchanged run, and catches a
 15% slower one. Generated series as the tests' (tests/history_series.py): 30 runs, Gaussian
-noise of 3% (sd), a +15% step from run 18 on. Run: `python benchmarks/history_change_points.py [SERIES]`."""
+noise of 3% (sd), a +15% step from run 18 on. Run: `python benchmarks/probes/history_change_points.py [SERIES]`."""
 
 from __future__ import annotations
 

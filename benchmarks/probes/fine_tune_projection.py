@@ -1,4 +1,5 @@
-"""How well a short benchmark run projects a whole fine-tune, measured end to end.
+"""How close is a whole fine-tune to its projection? Answer: docs/measurements/projections-and-calibration.md, "The whole fine-tune".
+How well a short benchmark run projects a whole fine-tune, measured end to end.
 
 For each padding policy: a short run of the scenario (a few steps: what `bench run`
 measures), its whole fine-tune projected from it (harness/projection/fine_tune.py: setup + distinct
@@ -6,7 +7,7 @@ lengths x compile seconds per shape + steps x steady step time), then the whole
 fine-tune really run (every example once: steps = examples / global batch, one warm-up
 step), and the two compared: the fine-tune's time is its setup plus every step's time.
 
-    python benchmarks/fine_tune_projection.py --scenario scenarios/tiny.yaml --backend torchax \
+    python benchmarks/probes/fine_tune_projection.py --scenario scenarios/tiny.yaml --backend torchax \
         --examples 96 --global-batch 8 --short-steps 4
 
 Prints a table, then one JSON document.
@@ -21,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's harness, whatever an editable install points at
 
 

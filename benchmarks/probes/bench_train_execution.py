@@ -1,4 +1,5 @@
-"""How the backends execute a training step on the CPU: host syncs per step, graph
+"""How do the backends execute a step on the CPU? Answer: docs/measurements/torch-backends.md and xla-and-jax-backends.md (#27).
+How the backends execute a training step on the CPU: host syncs per step, graph
 breaks of the compiled step, and the loss kernels' peak memory.
 
 Three questions a GPU run answers with the device's own tools (sync debug mode, a trace)
@@ -8,9 +9,9 @@ and the CPU answers by counting (backends/torch_common/syncs.py, backends/jax_co
 - peak memory the loss adds at Gemma 3's vocabulary (262,144) x 512 tokens x 4 rows:
   plain cross-entropy on full fp32 logits against the chunked kernel (torch: peak RSS of
   the run; torchax and jax-tunix: the compiled loss + gradients' temporary bytes from
-  XLA's memory analysis, benchmarks/jax_loss_probe.py, compiled and never run).
+  XLA's memory analysis, benchmarks/probes/jax_loss_probe.py, compiled and never run).
 
-    python benchmarks/bench_train_execution.py [--skip-memory] [--only TEXT]
+    python benchmarks/probes/bench_train_execution.py [--skip-memory] [--only TEXT]
 
 Runs the tiny scenario through the real CLI on each backend (xla-fsdpv2 and jax-tunix
 where BENCH_PYTHON_XLA_FSDPV2 / BENCH_PYTHON_JAX_TUNIX name their interpreters; `--only`
@@ -29,7 +30,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RUNS = {
     "torch eager": ["--backend", "torch"],
@@ -102,7 +103,7 @@ def loss_peaks() -> dict:
 
 def jax_loss_temps() -> dict:
     """Each JAX backend's compile-time temporary bytes for the loss and its gradients, per
-    kernel, at the same size (benchmarks/jax_loss_probe.py in the backend's interpreter;
+    kernel, at the same size (benchmarks/probes/jax_loss_probe.py in the backend's interpreter;
     compiled by XLA, never run). A backend whose interpreter is missing is skipped."""
     from harness.run.registry import interpreter_for, worker_env
 
@@ -111,7 +112,8 @@ def jax_loss_temps() -> dict:
         if variable and not os.environ.get(variable):
             found[backend] = {"skipped": f"{variable} is not set"}
             continue
-        command = [interpreter_for(backend), str(ROOT / "benchmarks" / "jax_loss_probe.py"), backend, "memory"]
+        probe = ROOT / "benchmarks" / "probes" / "jax_loss_probe.py"
+        command = [interpreter_for(backend), str(probe), backend, "memory"]
         env = {**worker_env(), "PYTHONPATH": str(ROOT)}
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT, env=env)
         if done.returncode:

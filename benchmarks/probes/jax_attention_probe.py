@@ -1,8 +1,9 @@
-"""The JAX backends' attention without a padding mask (jax.nn.dot_product_attention,
+"""Is the JAX backends' unmasked attention the masked one's equal? Answer: docs/measurements/device-suite.md, "Attention without a padding mask".
+The JAX backends' attention without a padding mask (jax.nn.dot_product_attention,
 #36) against their masked path, in the backend's own interpreter (torchax: the
 project's; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by tests/backends/test_jax_attention.py.
 
-    PYTHONPATH=. python benchmarks/jax_attention_probe.py torchax|jax-tunix
+    PYTHONPATH=. python benchmarks/probes/jax_attention_probe.py torchax|jax-tunix
 
 Prints one JSON line: for a tiny fp32 LoRA Gemma 3 (one sliding-window layer), the
 loss and LoRA gradients of the backend's own loss function (the plain kernel: the

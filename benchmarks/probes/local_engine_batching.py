@@ -1,4 +1,5 @@
-"""Which batched decoding the local serving engine should use where it runs: tiny Gemma 3
+"""Which batched decoding should the local engine use? Answer: docs/measurements/serving.md, "The local serving engine".
+Which batched decoding the local serving engine should use where it runs: tiny Gemma 3
 (scenarios/tiny.yaml's model, fp32, KV cache on), 8 requests of 32 output tokens after
 prompts of PROMPT tokens, greedy, forced length. Wall time of each way, best of REPEATS
 once warm (each way warmed once first):
@@ -10,7 +11,7 @@ once warm (each way warmed once first):
 - the local engine itself at concurrency 8 (closed loop, its own timestamps): output
   tokens/s over the measured span.
 
-    python benchmarks/local_engine_batching.py [--prompt 256] [--repeats 3] [--threads 1]
+    python benchmarks/probes/local_engine_batching.py [--prompt 256] [--repeats 3] [--threads 1]
 
 Prints one JSON document (seconds; tokens/s).
 """
@@ -23,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 REQUESTS, OUTPUT = 8, 32

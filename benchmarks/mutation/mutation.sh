@@ -7,15 +7,15 @@
 # at a time in them and runs their fast tests; a mutant no test fails is a survivor.
 # Run from the repository root:
 #
-#   bash benchmarks/mutation.sh                  # fresh run, 2 workers, then the score
-#   MUTATION_CHILDREN=1 bash benchmarks/mutation.sh
-#   KEEP=1 bash benchmarks/mutation.sh           # reuse mutants/: only what changed is rerun
+#   bash benchmarks/mutation/mutation.sh                  # fresh run, 2 workers, then the score
+#   MUTATION_CHILDREN=1 bash benchmarks/mutation/mutation.sh
+#   KEEP=1 bash benchmarks/mutation/mutation.sh           # reuse mutants/: only what changed is rerun
 #
 # The score is killed / (all mutants - those argued equivalent in
-# benchmarks/mutation_equivalent.txt); the survivors are listed, and the exit status is 1
+# benchmarks/mutation/mutation_equivalent.txt); the survivors are listed, and the exit status is 1
 # below MUTATION_MIN_SCORE (default 0.90). 22 min (fresh, final tests) to 54 min (many survivors) on 2 shared cores; not in CI's default run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VENV="${MUTATION_VENV:-.venv-mutation}"
 if [ ! -x "$VENV/bin/mutmut" ]; then
   python3 -m venv "$VENV"
@@ -27,4 +27,4 @@ fi
 start=$(date +%s)
 "$VENV/bin/mutmut" run --max-children "${MUTATION_CHILDREN:-2}" > mutants-run.log 2>&1 || true
 echo "mutmut run: $(( $(date +%s) - start )) s (log: mutants-run.log)"
-"$VENV/bin/python" benchmarks/mutation_score.py --min-score "${MUTATION_MIN_SCORE:-0.90}"
+"$VENV/bin/python" benchmarks/mutation/mutation_score.py --min-score "${MUTATION_MIN_SCORE:-0.90}"

@@ -1,7 +1,8 @@
-"""The LM head's matmul and its VJP alone, compiled deviceless for TPU slices: where the
+"""Where do v5e's and v6e's missing FLOPs go? Answer: docs/measurements/projections-and-calibration.md, "TPU versus GPU" (#37).
+The LM head's matmul and its VJP alone, compiled deviceless for TPU slices: where the
 compiler's FLOPs count for W1 goes on the one-TensorCore generations (issue 37).
 
-    PYTHONPATH=$PWD .venv-tpu/bin/python benchmarks/head_matmul_flops.py [--hidden 640 --vocab 262144 --tokens 2048]
+    PYTHONPATH=$PWD .venv-tpu/bin/python benchmarks/probes/head_matmul_flops.py [--hidden 640 --vocab 262144 --tokens 2048]
 
 W1 (Gemma 3 270M) per device per forward pass: 4 rows x 512 tokens = 2,048 tokens; the
 tied 262,144 x 640 embedding is the head's weight, frozen (LoRA), sharded on dim 0 over

@@ -1,8 +1,9 @@
-"""The JAX backends' loss kernels probed, in the backend's own interpreter (torchax: the
+"""Does the chunked loss match the plain one, with less memory? Answer: docs/measurements/xla-and-jax-backends.md, "Chunked cross-entropy".
+The JAX backends' loss kernels probed, in the backend's own interpreter (torchax: the
 project's, or BENCH_PYTHON_TORCHAX; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by
 tests/backends/test_jax_loss_kernels.py and by bench_train_execution.py (memory only).
 
-    PYTHONPATH=. python benchmarks/jax_loss_probe.py torchax|jax-tunix [memory]
+    PYTHONPATH=. python benchmarks/probes/jax_loss_probe.py torchax|jax-tunix [memory]
 
 Prints one JSON line: for a tiny fp32 LoRA model, the plain and chunked kernels' loss
 and LoRA gradients, each from its own jit of the backend's own loss function (plain is

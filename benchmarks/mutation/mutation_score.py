@@ -1,5 +1,5 @@
-"""The mutation score of the last `mutmut run` (benchmarks/mutation.sh): killed over all
-mutants less those argued equivalent in benchmarks/mutation_equivalent.txt, with every
+"""The mutation score of the last `mutmut run` (benchmarks/mutation/mutation.sh): killed over all
+mutants less those argued equivalent in benchmarks/mutation/mutation_equivalent.txt, with every
 other survivor listed. Exit status 1 below --min-score, or when an equivalent entry names
 a mutant that is now killed or gone (the list is kept exact)."""
 
@@ -11,8 +11,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-EQUIVALENT = ROOT / "benchmarks" / "mutation_equivalent.txt"
+ROOT = Path(__file__).resolve().parents[2]
+EQUIVALENT = ROOT / "benchmarks" / "mutation" / "mutation_equivalent.txt"
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}  # a test or the runtime caught it
 
 

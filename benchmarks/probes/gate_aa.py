@@ -1,4 +1,5 @@
-"""A/A trials of `bench gate`: does it stay quiet when nothing changed?
+"""Does `bench gate` stay quiet when nothing changed? Answer: docs/measurements/gate-and-history.md, "Gate A/A trials".
+A/A trials of `bench gate`: does it stay quiet when nothing changed?
 
 Runs the tiny scenario 2 x TRIALS x RUNS times from the same code on this machine (one
 `bench run` with repeats, each repeat its own worker process), splits the records into
@@ -9,7 +10,7 @@ median step time. A good gate passes at least 19 of 20 trials.
 Runs of the same code differ by up to ~25% on a 2-core machine, more than steps within
 a run do, so a result set needs several runs (the gate then tests per-run figures).
 
-    python benchmarks/gate_aa.py [--trials 20] [--runs 5] [--steps 8] [--budget +10%]
+    python benchmarks/probes/gate_aa.py [--trials 20] [--runs 5] [--steps 8] [--budget +10%]
 
 Prints a table of trials, then one JSON document.
 """
@@ -23,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,10 +1,11 @@
-"""jax-tunix's model setup at W1's real dimensions (Gemma 3 270M, 262,144-entry
+"""How long does jax-tunix's setup take, before and after #36 and #45? Answer: docs/measurements/device-suite.md (#36, #45 item 4).
+jax-tunix's model setup at W1's real dimensions (Gemma 3 270M, 262,144-entry
 vocabulary), before and after #36: the random weights drawn by one jit per weight (the
 code before #36, copied below as `random_model_per_weight`) against numpy's generator on
 the host, placed by sharding (`backends.jax_tunix.model.random_model`). One run of each,
 in the jax-tunix interpreter, on one device of whatever JAX sees (the CPU here):
 
-    PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/tunix_setup_time.py [frozen dtype, default bf16]
+    PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/probes/tunix_setup_time.py [frozen dtype, default bf16]
 
 With `lora` first, times the rest of setup instead, before and after #45 item 4: Qwix's
 eager pass over the model (`eager_lora_model`) against the abstract one the backend now
@@ -12,7 +13,7 @@ runs (`abstract_lora_model`), each inside the backend's `apply_lora` and followe
 logits-dtype check, `runs` times each (alternating; default 3), each in a fresh process
 (cold, as a run's worker does it once), medians reported:
 
-    PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/tunix_setup_time.py lora [runs] [frozen dtype]
+    PYTHONPATH=. $BENCH_PYTHON_JAX_TUNIX benchmarks/probes/tunix_setup_time.py lora [runs] [frozen dtype]
 
 Also checks that both draw N(0, 0.02^2) weights of the same shapes and dtypes (the
 numbers differ: another generator), then times the rest of setup once (Qwix LoRA on W1's targets, the logits-dtype check), which is the same
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "gemma270m.yaml"
 
 
