@@ -29,6 +29,8 @@ def test_ci_installs_the_main_environment_with_the_readme_line_verbatim():
     assert install in lines  # a command line of its own, as written
     assert readme_commands()[1] in lines  # and the README's test command itself, as written
     assert lines.index(install) < lines.index(readme_commands()[1])
+    # then the slow tier, which the README's `pytest` (the fast tier) leaves out
+    assert lines.index(readme_commands()[1]) < lines.index("pytest -m slow")
     # nothing pins or pre-installs the main environment's torch before the README's line
     before = "\n".join(lines[: lines.index(install)])
     assert not re.search(r"\.venv/bin/python\S* +torch", before) and 'editable "$PWD/.venv' not in before
