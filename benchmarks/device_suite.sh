@@ -16,6 +16,9 @@
 # pass. Every phase after the install runs whatever the one before did (no `set -e`).
 # Each run's record is in $OUT/records.tgz (rewritten after every run) and its line in
 # $OUT/runs.tsv the moment it ends, so a command cut at its limit still returns them.
+# Back here, its GPU training records join the GPU calibration as they are once unpacked
+# into the package (harness/projection/calibration_points/measured_gpu/README.md):
+#   tar -xzf FILES_AT/records.tgz -C harness/projection/calibration_points/measured_gpu
 # DEVICE_SUITE_TINY=1 DEVICE_SUITE_ONLY=N: run entry N alone with a tiny model (a CPU check
 # of the $OUT writing); DEADLINE_S: seconds for the runs (default 480).
 set -uo pipefail

@@ -503,13 +503,82 @@ def load_gpu_published(folder: Any = None) -> tuple[PublishedGpuRun, ...]:
 GPU_PUBLISHED: tuple[PublishedGpuRun, ...] = load_gpu_published()
 
 
-def gpu_points() -> list:
-    """The published GPU runs as calibration points (harness.projection.calibration.CalibrationPoint:
-    their measured / bound). They live here, beside the bound they are divided by: the
-    calibration module holds the rule and the TPU points, and imports no projection."""
+def gpu_points(measured_folder: Any = None) -> list:
+    """The GPU calibration points (harness.projection.calibration.CalibrationPoint: their
+    measured / bound): the published GPU runs, then every GPU training record this project
+    measured itself (own_gpu_points). They live here, beside the bound they are divided
+    by: the calibration module holds the rule and the TPU points, and imports no projection."""
     from harness.projection.calibration import CalibrationPoint
 
-    return [
+    published = [
         CalibrationPoint(run.label, run.catalog_key, run.method, run.stack, run.measured_over_bound)
         for run in GPU_PUBLISHED
     ]
+    return published + own_gpu_points(measured_folder)
+
+
+# This project's own GPU measurements: the device suite's training records, copied into the
+# package (benchmarks/device_suite.sh says how), join the GPU calibration as they are, each
+# divided by the bound this module computes for its own plan on its own card.
+MEASURED_FOLDER = "measured_gpu"
+
+
+def own_gpu_points(folder: Any = None) -> list:
+    """A calibration point per successful training record on a GPU with datasheet figures,
+    in `folder` (the package's calibration_points/measured_gpu by default): measured padded
+    tokens/s per GPU over the bound's, at the record's plan and static padded length. A
+    record the bound cannot be computed for (dynamic padding, a card with no datasheet, a
+    mesh over several hosts) is left out with its reason in own_gpu_skipped."""
+    return [point for point, _ in _own_gpu(folder) if point is not None]
+
+
+def own_gpu_skipped(folder: Any = None) -> list[str]:
+    """The records own_gpu_points left out, each with why."""
+    return [why for point, why in _own_gpu(folder) if point is None]
+
+
+def _own_gpu(folder: Any) -> list[tuple[Any, str]]:
+    from harness.projection.calibration import PROJECTIONS
+    from harness.records.store import load_record
+
+    folder = (PROJECTIONS / MEASURED_FOLDER) if folder is None else folder
+    if not folder.is_dir():
+        return []
+    # The device suite's archive: a folder per run, its record beside traces and the
+    # calibration probe's <run_id>.calibration.json (not records).
+    paths = sorted(
+        (p for p in folder.rglob("*.json") if not p.name.endswith((".calibration.json", ".projection.json"))),
+        key=lambda p: str(p.relative_to(folder)),
+    )
+    return [_own_gpu_point(load_record(path), str(path.relative_to(folder))) for path in paths]
+
+
+def _own_gpu_point(record, name: str) -> tuple[Any, str]:
+    """(point, "") or (None, why) for one record."""
+    from harness.figures.accelerators import GPU_PROJECTION_DATASHEET
+    from harness.plan.plan import Plan
+    from harness.projection.calibration import CalibrationPoint
+    from harness.scenario.spec import Scenario
+
+    key, count = record.accelerator.catalog_key, record.accelerator.count
+    reason = (
+        "not a successful training run"
+        if record.task != "train" or record.status != "ok"
+        else f"no datasheet figures for {key!r}"
+        if key not in GPU_PROJECTION_DATASHEET
+        else f"{count} GPUs: more than one host"
+        if not 1 <= count <= ONE_HOST_GPUS
+        else "dynamic padding: no one padded length to bound"
+        if record.plan.get("padding") != "static"
+        else ""
+    )
+    if reason:
+        return None, f"{name}: {reason}"
+    scenario = Scenario.model_validate(record.scenario.resolved)
+    plan = Plan.model_validate(record.plan)
+    seq_len = scenario.sequence.max_length
+    bound = step_bound(shape_of_plan(plan, scenario.model.architecture()), seq_len, gpu_card(f"{key}:{count}", name))
+    bound_tokens_per_s_per_gpu = plan.rows_per_step * seq_len / count / bound["step_s"]
+    ratio = record.figure("metrics.tokens_per_s_padded_per_chip") / bound_tokens_per_s_per_gpu
+    source = f"bench's own measurement {name} ({record.scenario.name}, {record.backend.name}, {key}:{count})"
+    return CalibrationPoint(source, key, plan.method, f"bench {record.backend.name}", ratio), ""

@@ -1,0 +1,102 @@
+"""This project's own GPU measurements join the GPU calibration automatically (issue 43
+item 3): a training record copied into calibration_points/measured_gpu/ becomes a point,
+measured / bound at its own plan and card, and the projections' lower end uses it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from harness.plan.plan import Plan
+from harness.projection import gpu_projection
+from harness.projection.calibration import calibrated_low
+from harness.scenario.spec import Scenario
+
+from conftest import ROOT
+
+QUICKSTART = ROOT / "tests" / "fixtures" / "quickstart" / "20261127T182138-gemma270m-torch-default-r0-10c5f0b1.json"
+H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 1, "catalog_key": "h100-sxm", "warning": None}
+
+
+def gpu_record(folder, name="run.json", scale=1.0, **changes):
+    """The quick start's training record as if measured on one H100, its rates x scale."""
+    record = json.loads(QUICKSTART.read_text())
+    record["accelerator"] = dict(H100)
+    for key in ("tokens_per_s_padded_per_chip", "tokens_per_s_real_per_chip", "tokens_per_s_padded"):
+        record["metrics"][key] *= scale
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        target = record
+        for part in parents:
+            target = target[part]
+        target[leaf] = value
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(record))
+    return record
+
+
+def test_a_gpu_record_becomes_a_point_of_its_own_bound(tmp_path):
+    record = gpu_record(tmp_path / "measured")
+    (point,) = gpu_projection.own_gpu_points(tmp_path / "measured")
+    seq = record["scenario"]["resolved"]["sequence"]["max_length"]
+    scenario = Scenario.model_validate(record["scenario"]["resolved"])
+    shape = gpu_projection.shape_of_plan(Plan.model_validate(record["plan"]), scenario.model.architecture())
+    bound_s = gpu_projection.step_bound(shape, seq, gpu_projection.gpu_card("h100-sxm:1"))["step_s"]
+    padded_tokens_per_step = record["plan"]["rows_per_step"] * seq
+    expected = record["metrics"]["tokens_per_s_padded_per_chip"] * bound_s / padded_tokens_per_step
+    assert point.ratio == pytest.approx(expected, rel=1e-12)
+    assert point.catalog_key == "h100-sxm" and point.method == "lora" and point.stack == "bench torch"
+    assert "run.json" in point.source
+
+
+def test_the_ratio_scales_with_the_measured_rate(tmp_path):
+    gpu_record(tmp_path / "a")
+    gpu_record(tmp_path / "b", scale=3.0)
+    (a,), (b,) = gpu_projection.own_gpu_points(tmp_path / "a"), gpu_projection.own_gpu_points(tmp_path / "b")
+    assert b.ratio == pytest.approx(3 * a.ratio, rel=1e-12)
+
+
+def test_records_the_bound_cannot_take_are_left_out_with_their_reason(tmp_path):
+    folder = tmp_path / "measured"
+    gpu_record(folder, "cpu.json", accelerator__catalog_key="cpu")
+    gpu_record(folder, "failed.json", status="failed", failure={"reason": "out of memory", "kind": "oom"})
+    gpu_record(folder, "dynamic.json", plan__padding="dynamic")
+    gpu_record(folder, "nine.json", accelerator__count=9)
+    assert gpu_projection.own_gpu_points(folder) == []
+    assert sorted(gpu_projection.own_gpu_skipped(folder)) == [
+        "cpu.json: no datasheet figures for 'cpu'",
+        "dynamic.json: dynamic padding: no one padded length to bound",
+        "failed.json: not a successful training run",
+        "nine.json: 9 GPUs: more than one host",
+    ]
+
+
+def test_an_own_point_joins_the_lower_end_of_its_method_class(tmp_path):
+    """The published LoRA point is NeMo's (0.182); a slower own LoRA run takes the low end."""
+    published_low = calibrated_low("lora", gpu_projection.gpu_points(tmp_path / "none"))
+    gpu_record(tmp_path / "measured")
+    (own,) = gpu_projection.own_gpu_points(tmp_path / "measured")
+    scale = published_low.ratio / own.ratio / 2  # half the published low
+    shutil.rmtree(tmp_path / "measured")
+    gpu_record(tmp_path / "measured", scale=scale)
+    low = calibrated_low("lora", gpu_projection.gpu_points(tmp_path / "measured"))
+    assert low.same_class and "bench's own measurement run.json" in low.point.source
+    assert low.ratio == pytest.approx(published_low.ratio / 2, rel=1e-9)
+
+
+def test_the_package_folder_ships_and_every_record_in_it_is_a_point_or_says_why_not():
+    folder = ROOT / "harness" / "projection" / "calibration_points" / gpu_projection.MEASURED_FOLDER
+    assert (folder / "README.md").is_file()
+    records = [p for p in folder.rglob("*.json") if not p.name.endswith(".calibration.json")]
+    assert len(gpu_projection.own_gpu_points()) + len(gpu_projection.own_gpu_skipped()) == len(records)
+
+
+def test_the_device_suites_archive_layout_is_read(tmp_path):
+    """records.tgz holds a folder per run, with the calibration probe's file beside."""
+    run = tmp_path / "measured" / "gemma270m-gpu-fsdp"
+    gpu_record(run, "record.json")
+    (run / "abc.calibration.json").write_text("{}")
+    (point,) = gpu_projection.own_gpu_points(tmp_path / "measured")
+    assert "gemma270m-gpu-fsdp/record.json" in point.source
