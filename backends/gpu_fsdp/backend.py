@@ -166,9 +166,10 @@ class FsdpBackend(StepBackend):
 
     # ------------------------------------------------------------------ steps
     def _my_rows(self, micro):
-        """This rank's plan.micro_batch rows of a forward pass (the plan made the pass
-        micro_batch x ranks rows, so every rank gets exactly its share)."""
-        rows = self.plan.micro_batch
+        """This rank's share of a forward pass's rows: plan.micro_batch (the plan made the
+        pass micro_batch x ranks rows), or of packed rows, as many as the pass packs
+        into (a multiple of the ranks: harness/data/batches.py fixed_packed_rows)."""
+        rows = micro.input_ids.shape[0] // self.plan.data_parallel
         return micro.rows(self.rank * rows, (self.rank + 1) * rows)
 
     def train_step(self, batch) -> torch.Tensor:

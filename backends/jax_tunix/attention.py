@@ -6,7 +6,9 @@ einsums, additive mask and softmax. Decoding with a KV cache keeps Tunix's own b
 
 Each layer's `attn` becomes a `DotProductAttention` in place (its class swapped, its
 weights and Qwix's LoRA interceptors untouched: the projections are called as Tunix
-calls them). Imported only inside the worker, after JAX is configured.
+calls them). Packed rows (#45): the segment ids come from the positions Tunix hands
+every layer (`segment_pos`: the packed rows' own, restarting at each example).
+Imported only inside the worker, after JAX is configured.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from __future__ import annotations
 from tunix.models.gemma3 import model as gemma3
 from tunix.utils import sharding_utils
 
-from backends.jax_common.attention import causal_attention, local_window
+from backends.jax_common.attention import causal_attention, local_window, segment_ids
 
 
 class DotProductAttention(gemma3.Attention):
     """gemma3.Attention whose training forward is jax.nn.dot_product_attention by
-    `self.implementation` (cudnn or xla)."""
+    `self.implementation` (cudnn, xla or splash), per example where `self.packed`."""
 
     implementation = "xla"
+    packed = False
     traced = 0  # how many layer calls traced this path (tests read it)
 
     def block(self, x, segment_pos, cache, attn_mask):
@@ -50,15 +53,17 @@ class DotProductAttention(gemma3.Attention):
             scale=1.0,
             window=local_window(x.shape[1], sliding),
             implementation=self.implementation,
+            segments=segment_ids(segment_pos) if self.packed else None,
         )
         out = sharding_utils.shard(self.attn_vec_einsum(encoded), self.shd_config.act_btd)
         return None, out
 
 
-def use_dot_product_attention(model, implementation: str) -> int:
+def use_dot_product_attention(model, implementation: str, packed: bool = False) -> int:
     """Every decoder layer's attention of the Tunix model as DotProductAttention running
-    `implementation`; returns how many layers were switched."""
+    `implementation` (per example for `packed` rows); returns how many layers were switched."""
     for layer in model.layers:
         layer.attn.__class__ = DotProductAttention
         layer.attn.implementation = implementation
+        layer.attn.packed = packed
     return len(model.layers)

@@ -122,11 +122,17 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             config.num_heads,
             config.num_kv_heads,
             config.head_dim,
+            self.packed,
         )
         if self.attention[0] != "masked":
             from backends.jax_tunix.attention import use_dot_product_attention
 
-            use_dot_product_attention(self.model, self.attention[0])
+            use_dot_product_attention(self.model, self.attention[0], self.packed)
+
+    @property
+    def packed(self) -> bool:
+        """sequence.padding: packed (several examples a row, attended per example)."""
+        return self.scenario.sequence.padding == "packed"
 
     def _mesh(self, devices: list):
         """fsdp x tp from the plan's mesh, as Tunix's sharding annotations name the axes
@@ -270,7 +276,7 @@ class JaxTunixBackend(jax_common.JaxDeviceFacts, LoopBackend):
             "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
             # Tunix's RematConfig, from train.gradient_checkpointing and the option remat.
             "remat": self.remat,
-            **attention_facts(self.options.attention, *self.attention, MASKED_ATTENTION),
+            **attention_facts(self.options.attention, *self.attention, MASKED_ATTENTION, self.packed),
         }
 
     def extra_facts(self) -> dict[str, Any]:

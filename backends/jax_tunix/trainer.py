@@ -74,27 +74,51 @@ def _chunked_token_losses(model, tokens, trained, positions, attention_mask, los
 
 
 def model_input(batch: dict[str, Any]) -> dict[str, Any]:
-    """Positions and the causal attention mask from the padding mask, inside the step."""
+    """Positions and the causal attention mask from the padding mask, inside the step;
+    packed rows bring their own positions (restarting at each example), and their mask
+    keeps each example to itself (what Tunix's own masked attention then applies)."""
     valid = batch["attention_mask"]
+    if "positions" in batch:
+        positions = batch["positions"]
+        mask = packed_causal_mask(positions)
+    else:
+        positions = sft_utils.build_positions_from_mask(valid)
+        mask = sft_utils.make_causal_attn_mask(valid)
     return {
         "input_tokens": batch["input_tokens"],
         "input_mask": batch["input_mask"],
-        "positions": sft_utils.build_positions_from_mask(valid),
-        "attention_mask": sft_utils.make_causal_attn_mask(valid),
+        "positions": positions,
+        "attention_mask": mask,
         "loss_scale": batch["loss_scale"],
     }
 
 
+def packed_causal_mask(positions) -> jax.Array:
+    """[B, T, T] boolean: key at or before the query, in the query's example (segment
+    ids from the packed positions; a row's tail of padding is a segment of its own, so no
+    real token sees a padding key)."""
+    from backends.jax_common.attention import segment_ids
+
+    segments = segment_ids(positions)
+    length = positions.shape[-1]
+    causal = jnp.tril(jnp.ones((length, length), dtype=jnp.bool_))
+    return causal[None] & (segments[:, :, None] == segments[:, None, :])
+
+
 def trainer_input(micro, loss_scale: float) -> dict[str, np.ndarray]:
     """A harness micro-batch as Tunix's trainer takes it: host arrays with one entry per
-    row, the loss scale included, so that every array splits over the rows alike."""
+    row, the loss scale included, so that every array splits over the rows alike; packed
+    rows with their positions."""
     rows = micro.input_ids.shape[0]
-    return {
+    example = {
         "input_tokens": micro.input_ids.astype(np.int32),
         "input_mask": micro.labels != -100,
         "attention_mask": micro.attention_mask.astype(bool),
         "loss_scale": np.full(rows, loss_scale, dtype=np.float32),
     }
+    if micro.position_ids is not None:
+        example["positions"] = micro.position_ids.astype(np.int32)
+    return example
 
 
 def shard_rows(example: dict[str, np.ndarray], axes: tuple[str, ...]) -> dict[str, jax.Array]:

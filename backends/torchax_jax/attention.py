@@ -7,22 +7,24 @@ cuDNN's flash attention. Here a function registered with transformers' Attention
 tensors), crosses to JAX (`jax_view`: the same arrays), runs causal attention without a
 padding mask (backends/jax_common/attention.py says why none is needed), and crosses
 back. transformers builds no mask for an attention it has no mask function for, so the
-model's mask code (data-dependent checks jax.jit could not trace) never runs.
+model's mask code (data-dependent checks jax.jit could not trace) never runs. Packed rows
+(#45): the model is given their positions, which transformers hands every attention call
+(`position_ids`); the segment ids are read from them.
 """
 
 from __future__ import annotations
 
 from backends.hf_common.loss import causal_lm
-from backends.jax_common.attention import causal_attention, local_window
+from backends.jax_common.attention import causal_attention, local_window, segment_ids
 
 FIELD = "backend_options.torchax.attention"
 PREFIX = "bench_jax_"
 TRACED = {"calls": 0}  # how many layer calls the dot-product function traced (tests read it)
 
 
-def attention_function(implementation: str, mesh=None):
+def attention_function(implementation: str, mesh=None, packed: bool = False):
     """HF's attention signature -> (output [B, T, heads, head_dim], no weights); splash
-    splits its rows over `mesh`."""
+    splits its rows over `mesh`; `packed` rows attend per example (their position ids)."""
 
     def bench_jax_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         from torchax.interop import jax_view, torch_view
@@ -35,19 +37,26 @@ def attention_function(implementation: str, mesh=None):
         # HF hands [B, heads, T, head_dim]; JAX's function takes [B, T, heads, head_dim].
         q, k, v = (jax_view(t).swapaxes(1, 2) for t in (query, key, value))
         window = local_window(q.shape[1], kwargs.get("sliding_window"))
-        out = causal_attention(q, k, v, scale=scaling, window=window, implementation=implementation, mesh=mesh)
+        segments = None
+        if packed:
+            if kwargs.get("position_ids") is None:
+                raise ValueError(f"{FIELD}: packed rows reached the attention without their position ids")
+            segments = segment_ids(jax_view(kwargs["position_ids"]))
+        out = causal_attention(
+            q, k, v, scale=scaling, window=window, implementation=implementation, mesh=mesh, segments=segments
+        )
         return torch_view(out), None
 
     return bench_jax_attention
 
 
-def use_dot_product_attention(model, implementation: str, mesh=None) -> str:
+def use_dot_product_attention(model, implementation: str, mesh=None, packed: bool = False) -> str:
     """The HF model (peft-wrapped or not) set to run its attention by `implementation`
-    (cudnn, xla or splash over `mesh`); returns the attention implementation's name in
-    transformers."""
+    (cudnn, xla or splash over `mesh`; per example for `packed` rows); returns the
+    attention implementation's name in transformers."""
     from transformers import AttentionInterface
 
-    name = f"{PREFIX}{implementation}"
-    AttentionInterface.register(name, attention_function(implementation, mesh))
+    name = f"{PREFIX}{implementation}{'_packed' if packed else ''}"
+    AttentionInterface.register(name, attention_function(implementation, mesh, packed))
     causal_lm(model).set_attn_implementation(name)
     return name

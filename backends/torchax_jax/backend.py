@@ -225,8 +225,9 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         carry = self.carry
         for micro in batch.micro_batches:
             ids, mask, labels = (self._rows(a) for a in (micro.input_ids, micro.attention_mask, micro.labels))
+            positions = None if micro.position_ids is None else self._rows(micro.position_ids.astype(np.int32))
             self.work.fed(micro.attention_mask)
-            carry = self.grad_fn(self.weights, self.buffers, ids, mask, labels, normaliser, carry)
+            carry = self.grad_fn(self.weights, self.buffers, ids, mask, labels, normaliser, carry, positions)
         loss, grads = carry
         self.weights, self.opt_state, self.carry, lr = self.apply_fn(grads, self.weights, self.opt_state)
         self.work.applied_lr(lr)
@@ -281,7 +282,12 @@ class TorchaxBackend(jax_common.JaxDeviceFacts, StepBackend):
         return {
             **kernel_facts(self.loss_kernel, self.plan.rows_per_forward, vocab, self.scenario.sequence.max_length),
             "loss_kernel_choice": "default" if self.options.loss_kernel == "auto" else "pinned",
-            **attention_facts(self.options.attention, *self.attention, masked_attention(self.model)),
+            **attention_facts(
+                self.options.attention,
+                *self.attention,
+                masked_attention(self.model),
+                self.scenario.sequence.padding == "packed",
+            ),
             # The trained weights' matmuls: fp32 masters cast per step (loss.in_compute_dtype).
             "trained_weights_compute": "+".join(sorted(torch_dtype_name(d) for d in trained)) or None,
             # train.gradient_checkpointing: how many decoder layers run under jax.checkpoint (remat.py).
@@ -312,8 +318,8 @@ def grad_step_function(micro_batch_loss):
 
     value_and_grad = jax.value_and_grad(jax_view(micro_batch_loss))
 
-    def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry):
-        loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser)
+    def bench_grad_step(weights, buffers, ids, mask, labels, normaliser, carry, positions=None):
+        loss, grads = value_and_grad(weights, buffers, ids, mask, labels, normaliser, positions)
         total, accumulated = carry
         return total + loss, jax.tree_util.tree_map(jax.numpy.add, accumulated, grads)
 
@@ -359,18 +365,25 @@ def checkpoint_if_planned(model, plan) -> int:
 def choose_attention(model, wanted: str, platform: str, plan, sequence, mesh=None) -> tuple[str, str | None]:
     """(implementation, why auto chose it) by the option `attention`
     (jax_common/attention.py), the model switched to it unless `masked`; splash splits
-    its rows over `mesh`, and is refused where `sequence` gives lengths it cannot tile."""
+    its rows over `mesh`, and is refused where `sequence` gives lengths it cannot tile.
+    Packed rows attend per example (segment ids); `masked` refuses them."""
     from backends.jax_common.attention import resolve, splash_lengths_refused
     from backends.torchax_jax.attention import FIELD, use_dot_product_attention
 
+    packed = sequence.padding == "packed"
+    if packed and wanted == "masked":
+        raise ValueError(
+            f"{FIELD}: masked runs HF's mask code, which finds packed examples by data-dependent checks "
+            "of the position ids that jax.jit cannot trace; use auto or xla for sequence.padding packed"
+        )
     config = causal_lm(model).config
     heads = (config.num_attention_heads, config.num_key_value_heads, config.head_dim)
-    chosen = resolve(wanted, FIELD, platform, plan.precision.compute, *heads)
+    chosen = resolve(wanted, FIELD, platform, plan.precision.compute, *heads, packed)
     refused = splash_lengths_refused(sequence) if chosen[0] == "splash" else None
     if refused:
         raise ValueError(refused)
     if chosen[0] != "masked":
-        use_dot_product_attention(model, chosen[0], mesh)
+        use_dot_product_attention(model, chosen[0], mesh, packed)
     return chosen
 
 

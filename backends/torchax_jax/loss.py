@@ -25,10 +25,13 @@ from harness.data.batches import IGNORE_INDEX
 FIELD = "backend_options.torchax.loss_kernel"
 
 
-def forward_logits(model, weights, buffers, ids, mask):
+def forward_logits(model, weights, buffers, ids, mask, positions=None):
     """The model's logits with `weights` and `buffers` standing in for its own tensors
-    (torch side: torchax tensors, or shapes when compiled ahead of time)."""
+    (torch side: torchax tensors, or shapes when compiled ahead of time); packed rows
+    with their `positions` (RoPE's, and the attention's segment ids)."""
     kwargs = {"input_ids": ids, "attention_mask": mask, "use_cache": False}
+    if positions is not None:
+        kwargs["position_ids"] = positions
     return torch.func.functional_call(model, {**weights, **buffers}, args=(), kwargs=kwargs).logits
 
 
@@ -40,9 +43,11 @@ class FinalHidden(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids, attention_mask, position_ids=None):
         base = causal_lm(self.model).model
-        return base(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        return base(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
 
 
 def head_weight_name(model: torch.nn.Module) -> str:
@@ -70,7 +75,7 @@ class ChunkedLoss:
         self.head = head_weight_name(model)
         self.softcap = getattr(causal_lm(model).config, "final_logit_softcapping", None)
 
-    def __call__(self, weights, buffers, ids, mask, labels, seen: dict):
+    def __call__(self, weights, buffers, ids, mask, labels, seen: dict, positions=None):
         import jax.numpy as jnp
         from torchax.interop import jax_view, torch_view
         from torchax.ops.mappings import j2t_dtype
@@ -79,7 +84,7 @@ class ChunkedLoss:
 
         tensors = {**weights, **buffers}
         params = {f"model.{name}": tensor for name, tensor in tensors.items()}
-        hidden = torch.func.functional_call(self.hidden, params, args=(ids, mask))
+        hidden = torch.func.functional_call(self.hidden, params, args=(ids, mask, positions))
         hidden, head = jax_view(hidden), jax_view(tensors[self.head])
         seen["compute"] = j2t_dtype(jnp.result_type(hidden.dtype, head.dtype))  # the head matmul's dtype
         targets, trained = _next_token_targets(jax_view(labels))
@@ -108,18 +113,18 @@ def in_compute_dtype(weights: dict, compute: torch.dtype | None) -> dict:
 
 def micro_batch_loss(model: torch.nn.Module, kernel: str, seen: dict, compute: torch.dtype | None = None):
     """The torch-side function the step differentiates: (weights, buffers, ids, mask,
-    labels, normaliser) -> sum of token losses / the step's loss tokens, so the
-    micro-batches of a step add up to the torch backend's loss. `seen["compute"]` gets
+    labels, normaliser[, positions of packed rows]) -> sum of token losses / the step's
+    loss tokens, so the micro-batches of a step add up to the torch backend's loss. `seen["compute"]` gets
     the logits' dtype while jit traces (static). The trained weights run in `compute`
     (`in_compute_dtype`) where given."""
     chunked = ChunkedLoss(model) if kernel == "chunked" else None
 
-    def loss(weights, buffers, ids, mask, labels, normaliser):
+    def loss(weights, buffers, ids, mask, labels, normaliser, positions=None):
         weights = in_compute_dtype(weights, compute)
         seen["trained_weights_compute"] = {w.dtype for w in weights.values() if w.is_floating_point()}
         if chunked is not None:
-            return chunked(weights, buffers, ids, mask, labels, seen) / normaliser
-        logits = forward_logits(model, weights, buffers, ids, mask)
+            return chunked(weights, buffers, ids, mask, labels, seen, positions) / normaliser
+        logits = forward_logits(model, weights, buffers, ids, mask, positions)
         seen["compute"] = logits.dtype
         return token_loss_sum(logits, labels) / normaliser
 

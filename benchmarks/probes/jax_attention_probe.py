@@ -12,7 +12,13 @@ eager attention + padding mask on torchax) and with the dot-product path (XLA
 implementation: the CPU's), each from its own jit, in three cases: rows padded to a
 fixed length past the longest (static) or to the longest (dynamic) with the sliding
 window shorter than the sequence (a local layer), and static rows with a window at least
-as long as the sequence (the layer then global: no window passed)."""
+as long as the sequence (the layer then global: no window passed).
+
+A fourth case, "packed" (#45): the same three examples packed two to a row by the
+harness's own `pack` (positions restarting, a tail of padding), through the dot-product
+path with segment ids, against the same examples one a row (dynamic padding): the loss
+sums and LoRA gradients must agree, since each example attends only to itself either way;
+on jax-tunix also Tunix's masked path under the packed block-diagonal mask."""
 
 from __future__ import annotations
 
@@ -51,6 +57,36 @@ def batch(extra: int):
     return ids, mask, labels
 
 
+PACKED_WINDOW = 8  # shorter than every example but the first (9, 13, 13 tokens)
+
+
+def examples():
+    """tiny_batch's rows as the harness's (tokens, trained) examples: 9, 13 and 13 tokens."""
+    ids, mask, labels = tiny_batch(TINY_ARCH["vocab_size"])
+    lengths = mask.sum(axis=1)
+    return [(ids[r, :n].tolist(), (labels[r, :n] != -100).tolist()) for r, n in enumerate(lengths)]
+
+
+def packed_and_unpacked():
+    """(packed micro-batch: examples 1-2 in one row of 26 and example 3 in another, the
+    same examples one a row at the longest's length) by the harness's own pack/collate."""
+    from harness.data.batches import collate, pack
+
+    rows = examples()
+    packed = pack(rows, 26, 0)
+    assert packed.input_ids.shape[0] == 2  # two examples share a row: the case is not vacuous
+    return packed, collate(rows, max(len(t) for t, _ in rows), 0)
+
+
+def packed_vs_unpacked(out: dict) -> dict:
+    found = compared(out["unpacked"], out["packed"])
+    found["loss"] = {name: case["loss"] for name, case in out.items()}
+    found["unsegmented"] = compared(out["unpacked"], out["unsegmented"])
+    if "packed_masked" in out:
+        found["masked"] = compared(out["unpacked"], out["packed_masked"])
+    return found
+
+
 def masked_vs_dot_product(out: dict) -> dict:
     """jax_loss_probe.compared's figures, the losses named by path."""
     found = compared(out["masked"], out["dot_product"])
@@ -78,6 +114,28 @@ def torchax_case(window: int, extra: int) -> dict:
     return found
 
 
+def torchax_packed() -> dict:
+    from torchax.ops.mappings import t2j
+
+    from backends.torchax_jax.attention import TRACED, use_dot_product_attention
+
+    traced = TRACED["calls"]
+    model = torchax_model({**TINY_ARCH, "sliding_window": PACKED_WINDOW})
+    weights, buffers = torchax_split(model, t2j)
+    packed, unpacked = packed_and_unpacked()
+    out = {}
+    # "unsegmented": the packed rows without their segment ids (examples see each other)
+    for case, micro in (("unpacked", unpacked), ("packed", packed), ("unsegmented", packed)):
+        use_dot_product_attention(model, "xla", packed=case == "packed")
+        arrays = [micro.input_ids, micro.attention_mask, micro.labels]
+        extra = [] if micro.position_ids is None else [micro.position_ids.astype(np.int32)]
+        loss, grads = torchax_grad(model, "plain")(weights, buffers, *arrays, np.float32(1.0), *extra)
+        out[case] = {"loss": float(loss), "grads": grads}
+    found = packed_vs_unpacked(out)
+    found["dot_product_traced"] = TRACED["calls"] - traced
+    return found
+
+
 def torchax_probe() -> dict:
     from backends.torchax_jax.backend import configure_jax
 
@@ -85,7 +143,7 @@ def torchax_probe() -> dict:
     import torchax
 
     torchax.default_env()
-    return {name: torchax_case(*case) for name, case in CASES.items()}
+    return {**{name: torchax_case(*case) for name, case in CASES.items()}, "packed": torchax_packed()}
 
 
 def tunix_case(window: int, extra: int) -> dict:
@@ -110,8 +168,39 @@ def tunix_case(window: int, extra: int) -> dict:
     return found
 
 
+def tunix_packed() -> dict:
+    from flax import nnx
+
+    from backends.jax_tunix.attention import DotProductAttention, use_dot_product_attention
+
+    traced = DotProductAttention.traced
+    model, mesh = tunix_model({**TINY_ARCH, "sliding_window": PACKED_WINDOW})
+    packed, unpacked = packed_and_unpacked()
+    out = {}
+    with mesh:
+        # Tunix's own (masked) attention first, before its layers are switched.
+        for case, micro, path in (
+            ("packed_masked", packed, None),
+            ("unpacked", unpacked, "unpacked"),
+            ("unsegmented", packed, "unpacked"),  # the packed rows without their segment ids
+            ("packed", packed, "packed"),
+        ):
+            if path:
+                use_dot_product_attention(model, "xla", packed=path == "packed")
+            data = tunix_batch(micro.input_ids, micro.attention_mask, micro.labels)
+            if micro.position_ids is not None:
+                data["positions"] = micro.position_ids.astype(np.int32)
+            grad, lora, rest = tunix_grad(model, "plain")
+            loss, grads = grad(lora, rest, data)
+            flat = {"/".join(map(str, p)): leaf for p, leaf in nnx.to_flat_state(grads)}
+            out[case] = {"loss": float(loss), "grads": flat}
+    found = packed_vs_unpacked(out)
+    found["dot_product_traced"] = DotProductAttention.traced - traced
+    return found
+
+
 def tunix_probe() -> dict:
-    return {name: tunix_case(*case) for name, case in CASES.items()}
+    return {**{name: tunix_case(*case) for name, case in CASES.items()}, "packed": tunix_packed()}
 
 
 if __name__ == "__main__":

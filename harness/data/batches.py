@@ -212,10 +212,11 @@ def pack(rows: list[tuple[list[int], list[bool]]], length: int, pad_id: int) -> 
     return MicroBatch(ids, mask, labels, positions)
 
 
-def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Batches:
+def build_batches(scenario: Scenario, rows_per_forward: int | None = None, shards: int = 1) -> Batches:
     """Batches for every step the run takes (warm-up, measured and window steps). Each
     step is cut into forward passes of `rows_per_forward` rows (the plan's micro_batch x
-    data-parallel shards; micro_batch when not given), each padded on its own."""
+    data-parallel shards; micro_batch when not given), each padded on its own. Packed
+    passes hold a multiple of `shards` rows, so every data-parallel shard gets as many."""
     train = scenario.train
     rows_per_chunk = rows_per_forward or train.micro_batch
     if train.global_batch % rows_per_chunk:
@@ -236,7 +237,7 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
         )
         steps.append(StepBatch(index, chunks, int(sum((m.labels[:, 1:] != IGNORE_INDEX).sum() for m in chunks))))
     if scenario.sequence.padding == "packed":
-        steps = fixed_packed_rows(steps, handle.pad_id)
+        steps = fixed_packed_rows(steps, handle.pad_id, shards)
     description = {
         "num_examples": len(encoded),
         "num_truncated": truncated,
@@ -249,13 +250,15 @@ def build_batches(scenario: Scenario, rows_per_forward: int | None = None) -> Ba
     return Batches(steps, handle, description)
 
 
-def fixed_packed_rows(steps: list[StepBatch], pad_id: int) -> list[StepBatch]:
+def fixed_packed_rows(steps: list[StepBatch], pad_id: int, shards: int = 1) -> list[StepBatch]:
     """Every packed forward pass padded to one row count for the whole run: the most
     rows any of the run's forward passes packs into (its examples are known before the
-    first step). One shape for every pass, so a compiled step never recompiles on the
+    first step), rounded up to a multiple of `shards` (the data-parallel shards split the
+    rows evenly). One shape for every pass, so a compiled step never recompiles on the
     number of packed rows; the added rows are all padding (no real token, no label: the
     real tokens and the loss are unchanged, only the padded tokens grow)."""
-    rows = max(m.input_ids.shape[0] for step in steps for m in step.micro_batches)
+    most = max(m.input_ids.shape[0] for step in steps for m in step.micro_batches)
+    rows = -(-most // shards) * shards
     return [
         StepBatch(s.index, tuple(pad_rows(m, rows, pad_id) for m in s.micro_batches), s.num_loss_tokens) for s in steps
     ]

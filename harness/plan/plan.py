@@ -418,10 +418,10 @@ def refusals(plan: Plan, capabilities) -> PlanRefusal | None:
         return _refuse("train.method", f"{plan.method}: this backend trains {', '.join(caps.methods)}")
     if plan.padding == "packed" and caps.packing_why:
         return _refuse("sequence.padding", f"packed: {caps.packing_why}")
-    if plan.padding == "packed" and plan.data_parallel > 1:
+    if plan.padding == "packed" and plan.data_parallel > 1 and not caps.packing_over_shards:
         return _refuse(
             "sequence.padding",
-            f"packed: a forward pass's examples are packed on one data-parallel shard in this version "
+            f"packed: this backend packs a forward pass's examples on one data-parallel shard in this version "
             f"({plan.data_parallel} shards planned)",
         )
     if plan.optimizer not in caps.optimizers:

@@ -73,6 +73,10 @@ class Capabilities:
     # sequence.padding: packed needs attention masked per example; where the backend has
     # no such kernel, `packing_why` names what is missing (the refusal's one line).
     packing_why: str | None = "this backend has no per-example (segment-masked) attention in this version"
+    # Packed rows over several data-parallel shards: each shard takes an equal block of a
+    # pass's packed rows (harness/data/batches.py rounds their count to the shards).
+    # False: packing runs on one shard only, refused beyond it.
+    packing_over_shards: bool = False
 
 
 @dataclass(frozen=True)

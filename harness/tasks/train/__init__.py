@@ -142,7 +142,7 @@ class TrainTask(Task):
         model = backend.setup()
         setup_s = time.perf_counter() - events.origin
         events.phase("data")
-        backend.use_batches(build_batches(scenario, plan.rows_per_forward))
+        backend.use_batches(build_batches(scenario, plan.rows_per_forward, plan.data_parallel))
         _check_vocab(backend.batches.tokenizer.vocab_size, model.vocab_size)
         events.phase("steps")
         loop = backend.run()

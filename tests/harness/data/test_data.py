@@ -85,6 +85,29 @@ def test_packing_holds_the_same_examples_in_fewer_rows_with_restarting_positions
     assert fewer > 0  # packing saved rows somewhere
 
 
+def test_packed_rows_split_evenly_over_the_data_parallel_shards(tmp_path):
+    """Over shards that do not divide the packed row count, every packed pass holds the
+    same multiple of the shards (the added rows all padding, positions 0..), the
+    examples and loss tokens unchanged."""
+    run = scenario(tmp_path, **{"sequence.padding": "packed", "train.micro_batch": 4})
+    one = build_batches(run)
+    most = max(m.input_ids.shape[0] for s in one.steps for m in s.micro_batches)
+    shards = most + 1 if most > 1 else 2
+    split = build_batches(run, shards=shards)
+    rows = {m.input_ids.shape[0] for s in split.steps for m in s.micro_batches}
+    assert rows == {-(-most // shards) * shards} and most % shards  # rounded up: rows were added
+    for a, b in zip(one.steps, split.steps):
+        assert (a.tokens_real, a.num_loss_tokens, a.micro_batches[0].examples) == (
+            b.tokens_real,
+            b.num_loss_tokens,
+            b.micro_batches[0].examples,
+        )
+        extra = b.micro_batches[0]
+        added = slice(a.micro_batches[0].input_ids.shape[0], None)
+        assert not extra.attention_mask[added].any() and (extra.labels[added] == IGNORE_INDEX).all()
+        assert (extra.position_ids[added] == range(extra.seq_len)).all()
+
+
 def test_bucketed_padding_uses_only_the_buckets(tmp_path):
     plan = build_batches(scenario(tmp_path, **{"sequence.padding": "bucketed", "sequence.buckets": [128, 256, 512]}))
     lengths = {n for step in plan.steps for n in step.seq_lens}

@@ -225,6 +225,24 @@ def test_what_a_backend_cannot_execute_is_refused_naming_the_field(changes, fiel
     assert f"s.yaml: {field}:" in str(info.value) and "\n" not in str(info.value)
 
 
+def test_packed_rows_over_several_shards_only_where_the_backend_splits_them():
+    """sequence.padding packed over 2 fsdp shards: refused, naming the field, unless the
+    backend declares it splits packed rows over shards (packing_over_shards)."""
+    doc = {
+        "name": "t",
+        "model": {"preset": "tiny-gemma3"},
+        "sequence": {"padding": "packed"},
+        "train": {"global_batch": 8, "micro_batch": 1},
+        "parallel": {"devices": 2},
+    }
+    caps = Capabilities(axes=("fsdp",), max_devices=None, cpu_devices=True, packing_why=None)
+    with pytest.raises(Exception) as info:
+        plans.resolve(validate(doc, "s.yaml"), "cpu", 2, caps, "s.yaml")
+    assert "s.yaml: sequence.padding: packed: this backend packs" in str(info.value)
+    over = Capabilities(axes=("fsdp",), max_devices=None, cpu_devices=True, packing_why=None, packing_over_shards=True)
+    assert plans.resolve(validate(doc, "s.yaml"), "cpu", 2, over, "s.yaml").data_parallel == 2
+
+
 def test_plan_differences_name_what_differed():
     plan = plans.build(scenario(), "cpu", 1)
     step = {
