@@ -522,10 +522,6 @@ gemma3.Gemma3.__call__ = noting
 config = tm.tunix_config(MODEL_PRESETS["tiny-gemma3"], "fp32", "none")
 mesh = make_mesh(jax.devices()[:4], {"fsdp": 2, "tensor": 2}, {"fsdp": "fsdp", "tensor": "tp"})
 base = tm.random_model(gemma3.Gemma3, config, mesh, config.param_dtype, 0)
-lora = SimpleNamespace(rank=4, alpha=8.0, dropout=float(sys.argv[1]),
-                       target_modules=("q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
-train = SimpleNamespace(lora=lora, seed=0)
-pattern = tm.lora_module_pattern(lora.target_modules, False)
 tokens = jnp.asarray(np.random.default_rng(0).integers(0, config.num_embed, (2, 8)), jnp.int32)
 positions = jnp.broadcast_to(jnp.arange(8), (2, 8))
 mask = jnp.broadcast_to(jnp.tril(jnp.ones((8, 8), jnp.bool_)), (2, 8, 8))
@@ -546,31 +542,38 @@ def losses(model):
 def weights(model):
     return {p: v for p, v in nnx.to_flat_state(nnx.state(model))}
 
-with mesh:
-    old = tm.eager_lora_model(base, lora, pattern, 1, mesh)
-    eager_calls, concrete_calls[:] = list(concrete_calls), []
-    new = tm.abstract_lora_model(base, lora, pattern, 1, mesh)
-    tm.apply_lora(base, train, config, mesh, "fp32")
-    setup_calls = list(concrete_calls)
-    old_w, new_w = weights(old), weights(new)
-    same = sorted(old_w) == sorted(new_w) and all(
-        type(old_w[p]) is type(new_w[p]) and old_w[p].get_metadata() == new_w[p].get_metadata()
-        and old_w[p][...].dtype == new_w[p][...].dtype
-        and np.array_equal(np.asarray(old_w[p][...]), np.asarray(new_w[p][...])) for p in old_w)
-    print(json.dumps({
-        "eager_calls": eager_calls, "setup_calls": setup_calls, "identical_weights": same,
-        "adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in old_w.items() if isinstance(v, nnx.LoRAParam)},
-        "abstract_adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in new_w.items() if isinstance(v, nnx.LoRAParam)},
-        "losses_eager": losses(old), "losses_abstract": losses(new),
-    }))
+def passes(dropout):
+    lora = SimpleNamespace(rank=4, alpha=8.0, dropout=dropout,
+                           target_modules=("q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    train = SimpleNamespace(lora=lora, seed=0)
+    pattern = tm.lora_module_pattern(lora.target_modules, False)
+    concrete_calls[:] = []
+    with mesh:
+        old = tm.eager_lora_model(base, lora, pattern, 1, mesh)
+        eager_calls, concrete_calls[:] = list(concrete_calls), []
+        new = tm.abstract_lora_model(base, lora, pattern, 1, mesh)
+        tm.apply_lora(base, train, config, mesh, "fp32")
+        setup_calls = list(concrete_calls)
+        old_w, new_w = weights(old), weights(new)
+        same = sorted(old_w) == sorted(new_w) and all(
+            type(old_w[p]) is type(new_w[p]) and old_w[p].get_metadata() == new_w[p].get_metadata()
+            and old_w[p][...].dtype == new_w[p][...].dtype
+            and np.array_equal(np.asarray(old_w[p][...]), np.asarray(new_w[p][...])) for p in old_w)
+        return {
+            "eager_calls": eager_calls, "setup_calls": setup_calls, "identical_weights": same,
+            "adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in old_w.items() if isinstance(v, nnx.LoRAParam)},
+            "abstract_adapters": {".".join(map(str, p)): list(v[...].shape) for p, v in new_w.items() if isinstance(v, nnx.LoRAParam)},
+            "losses_eager": losses(old), "losses_abstract": losses(new),
+        }
+
+# Both dropouts in one interpreter: the second reuses the first's op-by-op compiles.
+print(json.dumps({d: passes(float(d)) for d in sys.argv[1:]}))
 """
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_abstract_lora_pass_makes_qwix_eager_adapters_without_running_the_model(dropout):
-    """Setup's LoRA pass runs on shapes only, yet gives the model qwix's eager pass gives:
-    the same adapter paths, shapes and numbers (dropout draws keys between them), and the
-    same loss before and after one step; the eager pass runs the model on real arrays."""
+@pytest.fixture(scope="module")
+def lora_passes():
+    """TUNIX_LORA_PASSES without and with LoRA dropout, in one jax-tunix interpreter."""
     stack_or_skip("jax-tunix", "tunix", ".ci/run builds .venv-jax")
     import json
     import subprocess
@@ -578,14 +581,22 @@ def test_abstract_lora_pass_makes_qwix_eager_adapters_without_running_the_model(
     from harness.run.registry import interpreter_for, worker_env
 
     done = subprocess.run(
-        [interpreter_for("jax-tunix"), "-c", TUNIX_LORA_PASSES, str(dropout)],
+        [interpreter_for("jax-tunix"), "-c", TUNIX_LORA_PASSES, "0.0", "0.1"],
         capture_output=True,
         text=True,
         env=worker_env(),
-        timeout=600,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("dropout", ["0.0", "0.1"])
+def test_abstract_lora_pass_makes_qwix_eager_adapters_without_running_the_model(lora_passes, dropout):
+    """Setup's LoRA pass runs on shapes only, yet gives the model qwix's eager pass gives:
+    the same adapter paths, shapes and numbers (dropout draws keys between them), and the
+    same loss before and after one step; the eager pass runs the model on real arrays."""
+    found = lora_passes[dropout]
     assert found["eager_calls"] == [True]  # the probe sees qwix's eager forward pass
     assert found["setup_calls"] and not any(found["setup_calls"])  # traced calls only
     assert found["adapters"] == found["abstract_adapters"]

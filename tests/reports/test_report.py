@@ -78,6 +78,7 @@ class _Tables(HTMLParser):
             self._cell += data
 
 
+@pytest.mark.slow  # reads the real training run (`results`): built once, in the slow tier
 def test_html_has_no_external_url_and_escapes_record_text(results, tmp_path):
     html = report(results, tmp_path / "index.html")
     outside_scripts = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
@@ -89,6 +90,7 @@ def test_html_has_no_external_url_and_escapes_record_text(results, tmp_path):
     assert HOSTILE not in outside_scripts and "&lt;script&gt;window.__pwned" in outside_scripts
 
 
+@pytest.mark.slow  # reads the real training run (`results`): built once, in the slow tier
 def test_markdown_holds_the_same_numbers_as_the_html_tables(results, tmp_path):
     html = report(results, tmp_path / "index.html")
     md = report(results, tmp_path / "index.md")
@@ -109,6 +111,7 @@ def test_markdown_holds_the_same_numbers_as_the_html_tables(results, tmp_path):
     assert "crashy" in md and "RuntimeError: boom" in md
 
 
+@pytest.mark.slow  # reads the real training run (`results`): built once, in the slow tier
 def test_csv_has_one_row_per_record(results, tmp_path):
     import pandas as pd
 

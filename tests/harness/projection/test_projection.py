@@ -388,7 +388,9 @@ def test_compile_for_refuses_a_backend_without_an_aot_step_and_an_unknown_slice(
     # before any compile, naming the field.
     packed = ("--set", "sequence.padding=packed", "--set", "train.micro_batch=1")
     done = bench("plan", str(SCENARIOS / "tiny.yaml"), "--backend", "torchax", "--compile-for", "tpu-v5e-8", *packed)
-    assert done.returncode == 2 and "sequence.padding: packed: --compile-for compiles a pass" in done.stderr, done.stderr
+    assert done.returncode == 2 and "sequence.padding: packed: --compile-for compiles a pass" in done.stderr, (
+        done.stderr
+    )
 
 
 # --------------------------------------------------------------------------- issue 37: the three terms

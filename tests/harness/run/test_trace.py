@@ -18,7 +18,7 @@ from harness.run import trace
 
 from conftest import TINY, bench, failures_in, records_in, stack_or_skip, write_scenario
 
-pytestmark = pytest.mark.slow
+# Every test but the refusal runs real traced steps: slow (marked one by one).
 
 SHORT = ("--set", "train.steps=6", "--set", "train.window_steps=0", "--set", "data.num_examples=16")
 
@@ -90,6 +90,7 @@ def check_programs_inside_spans(record: dict) -> None:
     assert times["ratio"] == pytest.approx(statistics.median(times["trace"]) / statistics.median(times["harness"]))
 
 
+@pytest.mark.slow
 def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     scenario = str(write_scenario(tmp_path, TINY))
     record, out = traced_run(tmp_path, scenario, "--backend", "torch", *SHORT, "--trace", "2")
@@ -117,7 +118,8 @@ def test_torch_trace_is_a_chrome_trace_with_one_span_per_traced_step(tmp_path):
     assert (page.parent / href).resolve() == (out / name).resolve()
 
 
-def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refused(tmp_path):
+# Fast: refused before any work (an untraced run: tests/test_smoke.py).
+def test_a_window_leaving_no_measured_step_is_refused(tmp_path):
     path = write_scenario(tmp_path, TINY)
     torch = ("--backend", "torch")  # one backend probed, not every one
     refused = bench("run", str(path), *torch, "--dry-run", "--trace", "6")
@@ -125,19 +127,9 @@ def test_untraced_run_has_no_trace_and_a_window_leaving_no_measured_step_is_refu
     assert len(refused.stderr.strip().splitlines()) == 1
     one = bench("run", str(path), *torch, "--dry-run", "--trace", "1")  # no period between two steps
     assert one.returncode == 2 and one.stderr.startswith("bench: --trace"), one.stderr
-    # Off by default: no trace section, no trace folder, every measured step measured
-    # (one warm-up and two measured steps show both phases).
-    out = tmp_path / "r"
-    short = ("--set", "train.steps=3", "--set", "train.warmup_steps=1", "--set", "train.window_steps=0")
-    done = bench(
-        "run", str(path), *torch, *short, "--set", "data.num_examples=16", "--results-dir", str(out), "--no-progress"
-    )
-    assert done.returncode == 0, done.stderr + failures_in(out)
-    (record,) = records_in(out)
-    assert record["trace"] is None and not list(out.glob("*.trace"))
-    assert {s["phase"] for s in record["raw"]["loop"]["steps"]} == {"warmup", "measure"}
 
 
+@pytest.mark.slow
 def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
     stack_or_skip("torchax", "torchax", "pip install -e '.[torchax]'")
     record, out = traced_run(
@@ -171,6 +163,7 @@ def test_torchax_trace_is_an_xspace_jax_reads_with_the_same_spans(tmp_path):
     assert [o[1] for o in ours] == pytest.approx([t[1] for t in theirs])
 
 
+@pytest.mark.slow
 def test_xla_dynamic_padding_recompiles_are_compile_events_in_the_steps_that_recompiled(tmp_path):
     stack_or_skip("xla-fsdpv2", "torch_xla", ".ci/run builds .venv-xla")
     record, out = traced_run(
