@@ -97,15 +97,7 @@ def _project_run(request: CompileRequest, run, chip: TpuSlice, info, catalog) ->
     from harness.projection.fine_tune import fine_tune_work
 
     source = f"{request.scenario_path} [{run.variant}] on {chip.name}"
-    if run.scenario.sequence.padding == "packed":
-        # The programs are compiled at plan.rows_per_forward rows a pass; packed passes hold
-        # fewer rows, as many as the data packs into: not a shape known before the data.
-        raise SpecError(
-            source,
-            "sequence.padding",
-            "packed: --compile-for compiles a pass of one example a row; packed rows are not projected yet "
-            "(use static or bucketed padding)",
-        )
+    _refuse_packed_rows(run.scenario, source)
     # micro_batch auto plans against one chip's HBM, as on the slice itself.
     plan = plans.resolve(run.scenario, "tpu", chip.chips, info.capabilities, source, device_memory_bytes=chip.hbm_bytes)
     work = fine_tune_work(run.scenario, plan.rows_per_forward)
@@ -246,6 +238,18 @@ def _tpu_fine_tune(work, shapes: list[ShapeProjection], chip: TpuSlice, rate: fl
         length_bounds=bounds,
         length_basis=basis,
     )
+
+
+def _refuse_packed_rows(scenario, source: str) -> None:
+    """The programs are compiled at plan.rows_per_forward rows a pass; packed passes hold
+    fewer rows, as many as the data packs into: not a shape known before the data."""
+    if scenario.sequence.padding == "packed":
+        raise SpecError(
+            source,
+            "sequence.padding",
+            "packed: --compile-for compiles a pass of one example a row; packed rows are not projected yet "
+            "(use static or bucketed padding)",
+        )
 
 
 def _compile(request: CompileRequest, run, plan, chip: TpuSlice, lengths: list[int], backend: str) -> dict[str, Any]:

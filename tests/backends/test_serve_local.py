@@ -89,7 +89,8 @@ def one_at_a_time_trace(tmp_path, prompt_tokens: int, requests: int, output_toke
 @pytest.mark.serial
 def test_a_512_token_prompt_costs_no_more_per_output_token_than_a_16_token_one(tmp_path):
     """With the cache, each new token attends to the prompt's cached keys: TPOT after
-    a 512-token prompt within 1.3x of TPOT after a 16-token one (without it: 2.9x here).
+    a 512-token prompt within 1.6x of TPOT after a 16-token one (without it: 2.9x here;
+    with it 1.1-1.3x, once 1.31x on CI's clone: 1.6 keeps the margin to both).
     Measured in the order 16, 512, 512, 16, so a machine slowing down or speeding up
     during the test weighs on both lengths alike (a timing ratio on a shared host)."""
     runs = {16: [], 512: []}
@@ -101,7 +102,7 @@ def test_a_512_token_prompt_costs_no_more_per_output_token_than_a_16_token_one(t
     assert {n: {r["prompt_tokens"] for r in runs[n]} for n in runs} == {16: {17}, 512: {513}}
     assert all(r["output_tokens"] == 32 and len(r["chunk_s"]) == 32 for n in runs for r in runs[n])
     print(json.dumps({"tpot_short_s": short, "tpot_long_s": long, "ratio": long / short}))
-    assert long / short <= 1.3, (short, long)
+    assert long / short <= 1.6, (short, long)
 
 
 @pytest.mark.serial
