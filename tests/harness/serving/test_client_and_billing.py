@@ -44,7 +44,9 @@ def test_the_client_holds_a_connection_per_request_in_flight_and_stamps_the_writ
     """120 requests at once, each held 1.5 s by the server: the server sees 120 open
     connections and 120 requests in flight (a pool of 64 would cap both at 64 and make
     the rest wait inside the client, in their TTFT); every request's send stamp is
-    before the server read it and close to it, and its client queue time is recorded
+    before the server read it and within a second of it (a request that waited for a
+    pooled connection would be read a whole hold, 1.5 s, after its stamp; 120 threads on
+    2 cores have read one 0.77 s late), and its client queue time is recorded
     (sent - due)."""
     n, hold = 120, 1.5
     server = fake_server(0, hold=hold)
@@ -66,7 +68,7 @@ def test_the_client_holds_a_connection_per_request_in_flight_and_stamps_the_writ
             r["queue_s"] is not None and r["queue_s"] == pytest.approx(r["sent_s"] - r["due_s"]) and r["queue_s"] >= 0
         )
         read_after = arrivals[f"p {r['index']}"] - (origin + r["sent_s"])
-        assert 0 <= read_after < 0.5, read_after  # stamped at the write, not before a wait for a connection
+        assert 0 <= read_after < 1.0, read_after  # stamped at the write, not before a wait for a connection
         assert r["chunk_s"][0] - r["sent_s"] < hold  # TTFT from the write: within the server's hold
 
 
