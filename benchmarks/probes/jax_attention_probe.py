@@ -146,8 +146,16 @@ def torchax_probe() -> dict:
     return {**{name: torchax_case(*case) for name, case in CASES.items()}, "packed": torchax_packed()}
 
 
-def tunix_case(window: int, extra: int) -> dict:
+def tunix_loss_and_grads(model, data) -> dict:
+    """The trainer's plain loss and LoRA gradients of `model` on `data`, flattened by path."""
     from flax import nnx
+
+    grad, lora, rest = tunix_grad(model, "plain")
+    loss, grads = grad(lora, rest, data)
+    return {"loss": float(loss), "grads": {"/".join(map(str, p)): leaf for p, leaf in nnx.to_flat_state(grads)}}
+
+
+def tunix_case(window: int, extra: int) -> dict:
 
     from backends.jax_tunix.attention import DotProductAttention, use_dot_product_attention
 
@@ -159,17 +167,13 @@ def tunix_case(window: int, extra: int) -> dict:
         for path in ("masked", "dot_product"):
             if path == "dot_product":
                 use_dot_product_attention(model, "xla")
-            grad, lora, rest = tunix_grad(model, "plain")
-            loss, grads = grad(lora, rest, data)
-            flat = {"/".join(map(str, p)): leaf for p, leaf in nnx.to_flat_state(grads)}
-            out[path] = {"loss": float(loss), "grads": flat}
+            out[path] = tunix_loss_and_grads(model, data)
     found = masked_vs_dot_product(out)
     found["dot_product_traced"] = DotProductAttention.traced - traced
     return found
 
 
 def tunix_packed() -> dict:
-    from flax import nnx
 
     from backends.jax_tunix.attention import DotProductAttention, use_dot_product_attention
 
@@ -190,10 +194,7 @@ def tunix_packed() -> dict:
             data = tunix_batch(micro.input_ids, micro.attention_mask, micro.labels)
             if micro.position_ids is not None:
                 data["positions"] = micro.position_ids.astype(np.int32)
-            grad, lora, rest = tunix_grad(model, "plain")
-            loss, grads = grad(lora, rest, data)
-            flat = {"/".join(map(str, p)): leaf for p, leaf in nnx.to_flat_state(grads)}
-            out[case] = {"loss": float(loss), "grads": flat}
+            out[case] = tunix_loss_and_grads(model, data)
     found = packed_vs_unpacked(out)
     found["dot_product_traced"] = DotProductAttention.traced - traced
     return found
