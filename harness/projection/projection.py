@@ -136,7 +136,7 @@ class Collective(BaseModel):
     count: int  # ops executed per run of the program (x trip count inside loops)
     bytes: int  # summed result sizes on one device, per run of the program
     # What one device sends for them over a ring of each op's replica group, per run
-    # (backends/jax_common/aot.wire_factor); None in a record from before wire bytes.
+    # (backends/jax_common/hlo_collectives.wire_factor); None in a record from before wire bytes.
     wire_bytes: int | None = None
 
 
@@ -186,7 +186,7 @@ class Program(BaseModel):
     flops: float | None = None
     bytes_accessed: float | None = None
     collectives: dict[str, Collective] = Field(default_factory=dict)
-    # The five collective ops sending the most bytes (aot.largest_collectives): op, kind,
+    # The five collective ops sending the most bytes (hlo_collectives.largest_collectives): op, kind,
     # runs, result_bytes, group, wire_bytes.
     largest_collectives: list[dict[str, Any]] = Field(default_factory=list)
     memory: dict[str, int] = Field(default_factory=dict)  # memory_analysis' parts

@@ -255,7 +255,7 @@ def _collective_text(kind: str, c) -> str:
 
 
 def largest_collective_lines(program) -> list[str]:
-    """The program's five collective ops that send the most (aot.largest_collectives)."""
+    """The program's five collective ops that send the most (backends/jax_common/hlo_collectives.largest_collectives)."""
     if not program.largest_collectives:
         return []
     return [f"      largest collectives of {program.name} (wire bytes a device sends, all runs):"] + [

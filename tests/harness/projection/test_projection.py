@@ -1,5 +1,5 @@
 """Projections' formulas (harness/projection/projection.py, harness/projection/fine_tune.py, the HLO parsing of
-backends/jax_common/aot.py), each recomputed here by hand or with numpy, never with the
+backends/jax_common/hlo_collectives.py), each recomputed here by hand or with numpy, never with the
 code's own helper. The compiles themselves: tests/backends/test_tpu_aot.py."""
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def _counts(found: dict) -> dict:
 
 
 def test_collectives_are_counted_once_with_their_result_bytes():
-    from backends.jax_common.aot import collectives
+    from backends.jax_common.hlo_collectives import collectives
 
     found = collectives(HLO)
     assert _counts(found["all-gather"]) == {
@@ -255,7 +255,7 @@ def test_wire_bytes_are_ring_factors_over_each_ops_replica_group():
     result; reduce-scatter over groups of 4 (iota form): 3 shards; all-reduce over every
     partition (empty groups: num_partitions, 8): 2 x 7/8; all-to-all in pairs: 1/2; a
     permute: its result once."""
-    from backends.jax_common.aot import collectives, largest_collectives
+    from backends.jax_common.hlo_collectives import collectives, largest_collectives
 
     found = collectives(GROUPS_HLO)
     assert found["all-gather"]["wire_bytes"] == int(16 * 640 * 2 * 7 / 8)
@@ -461,7 +461,7 @@ ENTRY %main (a: bf16[2,640]) -> bf16[16,640] {
 
 
 def test_async_start_done_pairs_count_once_with_their_result_bytes():
-    from backends.jax_common.aot import collectives
+    from backends.jax_common.hlo_collectives import collectives
 
     found = collectives(ASYNC_HLO)
     assert _counts(found["all-gather"]) == {"count": 1, "bytes": 16 * 640 * 2}  # not the operand, not the done again
@@ -469,7 +469,7 @@ def test_async_start_done_pairs_count_once_with_their_result_bytes():
 
 
 def test_a_collective_inside_a_while_loop_counts_trip_count_times():
-    from backends.jax_common.aot import collectives
+    from backends.jax_common.hlo_collectives import collectives
 
     assert _counts(collectives(ASYNC_HLO)["all-reduce"]) == {"count": 12, "bytes": 12 * 8 * 128 * 2}
 
@@ -505,7 +505,7 @@ ENTRY %main (a: f32[4]) -> f32[4] {
 
 
 def test_a_loop_without_a_stated_trip_count_is_read_from_its_counter():
-    from backends.jax_common.aot import collectives
+    from backends.jax_common.hlo_collectives import collectives
 
     # i = 1, 3, 5: three iterations below 7 (the add of 1 elsewhere in the body is not the counter's)
     assert _counts(collectives(COUNTED_LOOP_HLO)["all-reduce"]) == {"count": 3, "bytes": 3 * 16}
@@ -515,7 +515,7 @@ def test_a_loop_of_another_shape_counts_once_instead_of_failing_the_compile():
     """An 8B compile's HLO held loops the counter reader did not know (a condition that
     is no `compare LT`, an init that is no tuple in its caller): its StopIteration failed
     a 7.5-minute compile. Such a loop counts once, as cost_analysis counts it."""
-    from backends.jax_common.aot import collectives
+    from backends.jax_common.hlo_collectives import collectives
 
     other_condition = COUNTED_LOOP_HLO.replace("direction=LT", "direction=NE")
     assert _counts(collectives(other_condition)["all-reduce"]) == {"count": 1, "bytes": 16}
