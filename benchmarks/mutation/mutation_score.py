@@ -6,6 +6,7 @@ a mutant that is now killed or gone (the list is kept exact)."""
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -37,12 +38,20 @@ def equivalent() -> dict[str, str]:
     return entries
 
 
+def module_of(mutant: str) -> str:
+    """`harness.gate.gate.x_check__mutmut_3` -> `harness.gate.gate`."""
+    return re.split(r"\.x[_ǁ]", mutant, maxsplit=1)[0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--min-score", type=float, default=0.90)
     parser.add_argument("--mutmut", default=str(Path(sys.executable).parent / "mutmut"))
     args = parser.parse_args()
-    found, argued = statuses(args.mutmut), equivalent()
+    found = statuses(args.mutmut)
+    # Only the entries of the modules this run mutated (a set, MUTATION_SET, runs some).
+    mutated = {module_of(m) for m in found}
+    argued = {m: why for m, why in equivalent().items() if module_of(m) in mutated}
     stale = [m for m in argued if found.get(m) not in (None, "survived", "no tests") or m not in found]
     alive = {m: s for m, s in found.items() if s not in KILLED and m not in argued}
     counted = len(found) - len(argued) + len(stale)
