@@ -68,6 +68,21 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=500_000.0,
         tie_embeddings=False,
     ),
+    # Falcon 7B's sizes in the Llama layout, for LitGPT's published adapter fine-tune on TPU
+    # v4 (harness/projection/calibration_points/published.json, `litgpt-falcon7b-adapter-v4-32`). bench builds no
+    # Falcon; this decoder has Falcon 7B's matmuls (tiiuae/falcon-7b config.json: vocab
+    # 65,024, hidden 4,544, 32 layers, 71 query heads of 64 and one KV head) with a SwiGLU
+    # MLP of 3 x 12,117 columns in place of Falcon's GELU MLP of 2 x 18,176 (165.2M weights a
+    # layer either way, 4,544 fewer), RMSNorm for LayerNorm and a sequential residual for
+    # Falcon's parallel one: the same FLOPs per token within 0.01% and the same weight
+    # bytes. Untied head, as LitGPT's model of that time held it.
+    "llama-shaped-falcon-7b": dict(
+        family="llama",
+        **_sizes(65_024, 4544, 12_117, 32, 71, 1, 64),
+        max_position_embeddings=2048,
+        rope_theta=10_000.0,
+        tie_embeddings=False,
+    ),
     # For tests: Gemma 3's layout with two layers of hidden 64. The sliding window is
     # shorter than most sequences so the padded-sliding-window path is exercised too.
     "tiny-gemma3": dict(
