@@ -77,3 +77,75 @@ def test_the_calibration_page_shows_every_point_with_its_records_ratio():
         record = json.loads((calibration.PROJECTIONS / entry.projection).read_text())
         scenario = next(arg for arg in record["provenance"]["command"] if arg.endswith(".yaml"))
         assert scenario in doc and f"--compile-for {record['slice']['name']}" in doc
+
+
+# --------------------------------------------------------------------------- #43 mutation survivors
+def test_the_points_table_loads_from_the_package_and_from_a_folder(tmp_path):
+    from harness.projection import calibration
+
+    ids = [p.id for p in calibration.PUBLISHED]
+    assert [p.id for p in calibration.load_published()] == ids
+    (tmp_path / calibration.TABLE).write_text((calibration.PROJECTIONS / calibration.TABLE).read_text())
+    loaded = calibration.load_published(tmp_path)
+    assert isinstance(loaded, tuple) and loaded == calibration.PUBLISHED
+
+
+def test_a_published_point_keeps_its_generation_method_and_stack():
+    from harness.projection import calibration
+
+    points = calibration.published_points()
+    with_ratio = [e for e in calibration.PUBLISHED if e.measured_over_bound is not None]
+    assert [(p.source, p.catalog_key, p.method, p.stack) for p in points] == [
+        (e.label, e.catalog_key, e.method, e.stack) for e in with_ratio
+    ]
+    maxtext = next(p for p in points if p.stack == "MaxText")
+    assert (maxtext.catalog_key, maxtext.method) == ("tpu-v6e", "full")
+    assert maxtext.source.startswith("github.com/AI-Hypercomputer/tpu-recipes training/trillium/Llama3.1-8B-MaxText/")
+
+
+def test_a_projection_record_of_another_configuration_is_refused_naming_the_field():
+    from harness.projection import calibration
+
+    entry = next(e for e in calibration.PUBLISHED if e.id == "maxtext-llama31-8b-v6e-8")
+    record = json.loads((calibration.PROJECTIONS / entry.projection).read_text())
+    assert calibration.configuration_mismatch(entry, record) is None
+
+    def changed(path, value):
+        copy = json.loads(json.dumps(record))
+        *parents, leaf = path
+        target = copy
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+        return calibration.configuration_mismatch(entry, copy)
+
+    resolved = ("scenario", "resolved")
+    assert changed(("slice", "name"), "tpu-v6e-4") == "slice.name is 'tpu-v6e-4', the published run's is 'tpu-v6e-8'"
+    assert (
+        changed((*resolved, "model", "preset"), "gemma-3-270m")
+        == "model.preset is 'gemma-3-270m', the published run's is 'llama-3.1-8b'"
+    )
+    assert changed((*resolved, "train", "method"), "lora") == "train.method is 'lora', the published run's is 'full'"
+    assert changed((*resolved, "train", "global_batch"), 12) == "train.global_batch is 12, the published run's is 24"
+    assert changed(("shapes", 0, "seq_len"), 4096) == "shapes.seq_len is [4096], the published run's is [8192]"
+
+
+def test_method_classes_and_the_note_that_names_the_lowest_point_and_its_pool():
+    from harness.projection.calibration import CalibrationPoint, calibrated_low, method_class
+
+    assert (method_class("lora"), method_class("full")) == ("adapter", "full")
+    a = CalibrationPoint("A", "h100-sxm", "lora", "s", 0.5)
+    b = CalibrationPoint("B", "h100-sxm", "lora", "s", 0.25)
+    full = CalibrationPoint("C", "tpu-v6e", "full", "t", 0.125)
+    adapter = calibrated_low("lora", [a, full, b])
+    assert adapter.note() == (
+        "the lowest measured / bound of the adapter points: B (h100-sxm, lora, s): 0.25; "
+        "points: A (h100-sxm, lora, s): 0.5; B (h100-sxm, lora, s): 0.25"
+    )
+    no_full = calibrated_low("full", [a, b])
+    assert (no_full.method_class, no_full.same_class, no_full.ratio) == ("full", False, 0.25)
+    assert no_full.note() == (
+        "no full point is calibrated, so the lowest measured / bound of all points: B (h100-sxm, lora, s): 0.25; "
+        "points: A (h100-sxm, lora, s): 0.5; B (h100-sxm, lora, s): 0.25"
+    )
+    assert calibrated_low("full", [a, full, b]).note().startswith("the lowest measured / bound of the full points: C")

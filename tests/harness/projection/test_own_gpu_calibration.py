@@ -100,3 +100,36 @@ def test_the_device_suites_archive_layout_is_read(tmp_path):
     (run / "abc.calibration.json").write_text("{}")
     (point,) = gpu_projection.own_gpu_points(tmp_path / "measured")
     assert "gemma270m-gpu-fsdp/record.json" in point.source
+
+
+def test_a_full_host_of_eight_gpus_is_a_point_whose_bound_is_per_gpu(tmp_path):
+    """8 GPUs is one host (not skipped); the measured rate is per GPU, so the bound's is
+    too: the step's padded tokens / 8 GPUs / the step's bound."""
+    eight = dict(H100, count=8)
+    record = gpu_record(tmp_path / "measured", accelerator=eight)
+    (point,) = gpu_projection.own_gpu_points(tmp_path / "measured")
+    assert gpu_projection.own_gpu_skipped(tmp_path / "measured") == []
+    seq = record["scenario"]["resolved"]["sequence"]["max_length"]
+    scenario = Scenario.model_validate(record["scenario"]["resolved"])
+    shape = gpu_projection.shape_of_plan(Plan.model_validate(record["plan"]), scenario.model.architecture())
+    bound_s = gpu_projection.step_bound(shape, seq, gpu_projection.gpu_card("h100-sxm:8"))["step_s"]
+    per_gpu_tokens_per_step = record["plan"]["rows_per_step"] * seq / 8
+    expected = record["metrics"]["tokens_per_s_padded_per_chip"] * bound_s / per_gpu_tokens_per_step
+    assert point.ratio == pytest.approx(expected, rel=1e-12)
+    assert point.source.endswith("(gemma270m, torch, h100-sxm:8)")
+
+
+def test_records_are_read_in_the_order_of_their_paths_as_text(tmp_path):
+    """The order does not depend on the file system's: "a-b/" before "a/" ('-' < '/'),
+    top-level files in their place; projection records beside them are not records."""
+    folder = tmp_path / "measured"
+    for name in ("z.json", "a/run.json", "a-b/run.json"):
+        *parents, leaf = name.split("/")
+        gpu_record(folder.joinpath(*parents), leaf, status="failed", failure={"reason": "oom", "kind": "oom"})
+    tpu = ROOT / "harness" / "projection" / "calibration_points" / "llama31_8b_v6e-8.projection.json"
+    shutil.copy(tpu, folder / "a" / "llama31_8b_v6e-8.projection.json")
+    assert gpu_projection.own_gpu_skipped(folder) == [
+        "a-b/run.json: not a successful training run",
+        "a/run.json: not a successful training run",
+        "z.json: not a successful training run",
+    ]
