@@ -190,12 +190,20 @@ def shape_of_plan(plan, arch: dict[str, Any]) -> StepShape:
     from harness.plan.plan import DTYPE_BYTES
 
     lora = plan.method == "lora"
+    if lora and plan.trainable_params is None:
+        # Without the adapter's size the gradient and update terms would drop out of the
+        # bound unsaid: refused, naming the field that made it unknown.
+        raise SpecError(
+            "the GPU projection",
+            "train.lora.target_modules",
+            f"{', '.join(plan.lora_targets) or 'none'}: no trainable-parameter count for a module bench cannot size",
+        )
     layers, head = matmul_weights(arch)
     p = plan.precision
     return StepShape(
         arch=arch,
         lora=lora,
-        trainable=(plan.trainable_params or 0) if lora else layers + head,
+        trainable=plan.trainable_params if lora else layers + head,
         rows_per_gpu=plan.micro_batch,
         accumulation=plan.accumulation,
         checkpointing=plan.gradient_checkpointing,
@@ -539,7 +547,6 @@ def own_gpu_skipped(folder: Any = None) -> list[str]:
 
 def _own_gpu(folder: Any) -> list[tuple[Any, str]]:
     from harness.projection.calibration import PROJECTIONS
-    from harness.records.store import load_record
 
     folder = (PROJECTIONS / MEASURED_FOLDER) if folder is None else folder
     if not folder.is_dir():
@@ -550,7 +557,19 @@ def _own_gpu(folder: Any) -> list[tuple[Any, str]]:
         (p for p in folder.rglob("*.json") if not p.name.endswith((".calibration.json", ".projection.json"))),
         key=lambda p: str(p.relative_to(folder)),
     )
-    return [_own_gpu_point(load_record(path), str(path.relative_to(folder))) for path in paths]
+    return [_own_gpu_record(path, str(path.relative_to(folder))) for path in paths]
+
+
+def _own_gpu_record(path: Any, name: str) -> tuple[Any, str]:
+    """A file of the archive as a point, or left out with why (a JSON file that is no
+    bench record, e.g. a `--project-for` output or a trace, is named, not fatal)."""
+    from harness.records.store import load_record
+
+    try:
+        record = load_record(path)
+    except ValueError as exc:
+        return None, f"{name}: not a bench result record ({' '.join(str(exc).split())[:200]})"
+    return _own_gpu_point(record, name)
 
 
 def _own_gpu_point(record, name: str) -> tuple[Any, str]:
@@ -570,6 +589,8 @@ def _own_gpu_point(record, name: str) -> tuple[Any, str]:
         if not 1 <= count <= ONE_HOST_GPUS
         else "dynamic padding: no one padded length to bound"
         if record.plan.get("padding") != "static"
+        else "LoRA on modules bench cannot size: no trainable-parameter count"
+        if record.plan.get("method") == "lora" and record.plan.get("trainable_params") is None
         else ""
     )
     if reason:

@@ -426,8 +426,17 @@ def test_a_lora_plan_is_the_step_of_its_adapters_over_frozen_weights_in_the_froz
         grad_bytes=4,
         compute_bytes=4,
     )
-    # a LoRA plan whose adapter count the architecture could not give trains nothing counted
-    assert shape_of_plan(_plan(trainable_params=None), ARCH).trainable == 0
+
+
+def test_a_lora_plan_without_its_adapter_count_is_refused_naming_the_field():
+    """Unsized adapters would drop the gradient and update terms from the bound unsaid."""
+    from harness.basics.errors import SpecError
+    from harness.projection.gpu_projection import shape_of_plan
+
+    with pytest.raises(SpecError) as refused:
+        shape_of_plan(_plan(trainable_params=None, lora_targets=("query_key_value",)), ARCH)
+    assert str(refused.value).startswith("the GPU projection: train.lora.target_modules: query_key_value:")
+    assert "\n" not in str(refused.value)
 
 
 def test_a_full_plan_trains_every_matmul_weight_read_in_the_compute_dtype():

@@ -64,13 +64,19 @@ def test_records_the_bound_cannot_take_are_left_out_with_their_reason(tmp_path):
     gpu_record(folder, "failed.json", status="failed", failure={"reason": "out of memory", "kind": "oom"})
     gpu_record(folder, "dynamic.json", plan__padding="dynamic")
     gpu_record(folder, "nine.json", accelerator__count=9)
+    gpu_record(folder, "unsized.json", plan__trainable_params=None)
+    # a JSON file beside the records that is none (a --project-for output, a trace)
+    (folder / "x.gpu-projection.json").write_text(json.dumps({"kind": "gpu-projection"}))
     assert gpu_projection.own_gpu_points(folder) == []
-    assert sorted(gpu_projection.own_gpu_skipped(folder)) == [
+    skipped = sorted(gpu_projection.own_gpu_skipped(folder))
+    assert skipped[:4] + skipped[5:] == [
         "cpu.json: no datasheet figures for 'cpu'",
         "dynamic.json: dynamic padding: no one padded length to bound",
         "failed.json: not a successful training run",
         "nine.json: 9 GPUs: more than one host",
+        "x.gpu-projection.json: not a bench result record (" + skipped[5].split("(", 1)[1],
     ]
+    assert skipped[4] == "unsized.json: LoRA on modules bench cannot size: no trainable-parameter count"
 
 
 def test_an_own_point_joins_the_lower_end_of_its_method_class(tmp_path):
