@@ -32,20 +32,34 @@ _OOM = (
 _UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
-def topology_devices(topology: str, host_bounds: tuple[int, int, int]) -> list:
-    """The devices of a TPU slice described, not attached (e.g. `v5e:2x4`: 8 devices)."""
+def topology_devices(topology: str, host_bounds: tuple[int, int, int], chips: int | None = None) -> list:
+    """The devices of a TPU slice described, not attached (e.g. `v5e:2x4`: 8 devices),
+    one per chip: a v4 chip's two TensorCores are one device (megacore), as JAX runs
+    them on a v4 VM. libtpu's "default" chip config describes v4 as a device per core
+    (16 GiB each, twice the devices); v5p's default is already megacore, and v5e / v6e
+    have one core a chip. With `chips`, the config whose device count is the slice's
+    chips is taken, and a slice neither gives is refused."""
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # no metadata server off a TPU VM
     from jax.experimental import topologies
 
-    described = topologies.get_topology_desc(
-        platform="tpu",
-        topology_name=topology,
-        chip_config_name="default",
-        chips_per_host_bounds=host_bounds,
-        num_slices=1,
-        wrap=(False, False, False),
-    )
-    return list(described.devices)
+    counts = {}
+    for config in ("default", "megacore"):
+        try:
+            described = topologies.get_topology_desc(
+                platform="tpu",
+                topology_name=topology,
+                chip_config_name=config,
+                chips_per_host_bounds=host_bounds,
+                num_slices=1,
+                wrap=(False, False, False),
+            )
+        except Exception as exc:  # a generation without that chip config (v5e, v6e: no megacore)
+            counts[config] = " ".join(str(exc).split())[:120]
+            continue
+        counts[config] = len(described.devices)
+        if chips is None or len(described.devices) == chips:
+            return list(described.devices)
+    raise RuntimeError(f"{topology}: no chip config describes one device per chip ({chips} chips): {counts}")
 
 
 def out_of_memory_bytes(message: str) -> tuple[int, int] | None:

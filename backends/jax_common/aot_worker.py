@@ -34,7 +34,7 @@ def main(request_path: str, facts_path: str) -> int:
     begun = time.perf_counter()
     from backends.jax_common.aot import topology_devices
 
-    devices = topology_devices(chip["topology"], tuple(chip["host_bounds"]))
+    devices = topology_devices(chip["topology"], tuple(chip["host_bounds"]), chip["chips"])
     module = importlib.import_module(AOT_MODULES[request["backend"]])
     shapes = module.compile_shapes(scenario, plan, devices, request["seq_lens"])
     facts = {"shapes": shapes, "libraries": _versions(), "worker_s": time.perf_counter() - begun}

@@ -145,3 +145,38 @@ def test_torchax_full_bf16_with_recompute_and_splash_compiles_for_v6e_and_keeps_
         assert update["memory"]["output"] <= 1.01 * update["memory"]["argument"], update["memory"]
     assert temps[1] < 0.5 * temps[0], temps  # measured: 114.7 MB -> 40.3 MB per device
     assert flops[1] > flops[0], flops  # the recompute is work the compiled step does
+
+
+def test_a_slice_is_described_one_device_per_chip_on_every_generation():
+    """libtpu's default chip config describes v4 as a device per TensorCore (twice the
+    devices, 16 GiB each); JAX on a v4 VM runs a chip's two cores as one device
+    (megacore), as v5p's default does: the compile must see the slice's chips."""
+    import subprocess
+
+    probe = (
+        "import json\n"
+        "from backends.jax_common.aot import topology_devices\n"
+        "out = {}\n"
+        "for top, chips in (('v4:2x2x1', 4), ('v4:2x2x4', 16), ('v5p:2x2x1', 4), ('v5e:2x4', 8)):\n"
+        "    devices = topology_devices(top, (2, 2, 1), chips)\n"
+        "    out[top] = [len(devices), devices[0].num_cores]\n"
+        "try:\n"
+        "    topology_devices('v5e:2x4', (2, 2, 1), 16)\n"
+        "except RuntimeError as exc:\n"
+        "    out['refused'] = str(exc)\n"
+        "print(json.dumps(out))\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [os.environ["BENCH_PYTHON_TPU"], "-c", probe],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=SCENARIOS.parent,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["v4:2x2x1"] == [4, 2] and found["v4:2x2x4"] == [16, 2]
+    assert found["v5p:2x2x1"] == [4, 2] and found["v5e:2x4"] == [8, 1]
+    assert found["refused"].startswith("v5e:2x4: no chip config describes one device per chip (16 chips)")
