@@ -511,3 +511,396 @@ def test_only_a_steps_only_fine_tune_is_scaled_and_a_projection_without_its_meth
     bare = page["projection"].model_copy(update={"scenario": {"name": "x", "variant": "default"}})
     with pytest.raises(ValueError, match=r"projection x: scenario.resolved.train.method missing"):
         method_of(bare)
+
+
+# --------------------------------------------------------------------------- the pair's figures, exactly
+# Two full-method points, the lower 0.25: a LoRA projection has no adapter point, so its
+# low ends are the bound x 0.25 of all points, said so (issue 43's mutation survivors).
+FULL_POINTS_NOTE = (
+    "no adapter point is calibrated, so the lowest measured / bound of all points: full b (tpu-v5p, full, a stack): "
+    "0.25; points: full a (tpu-v5p, full, a stack): 0.5; full b (tpu-v5p, full, a stack): 0.25"
+)
+TAIL = (
+    "x faster = TPU / GPU real tokens/s, x cheaper = GPU $ / TPU $ per 1M real tokens (below 1: the GPU is ahead) "
+    "(they differ in execution choices only: backend_options.torch.compile, model.attention, parallel.devices)"
+)
+
+
+def _full_points():
+    return [_point("full a", "full", 0.5), _point("full b", "full", 0.25)]
+
+
+def _gpu_record(page, *, name="gemma270m", variant="default", backend="torch", kind="cuda", chips=1, status="ok"):
+    """The suite's H100 record (page["gpu"]) moved to another scenario, cell, backend,
+    kind of device or card count; its resolved scenario the suite's."""
+    import copy
+
+    record = make_record(
+        [0.40, 0.41, 0.39, 0.40],
+        name=name,
+        backend=backend,
+        kind=kind,
+        catalog_key="h100-sxm",
+        chips=chips,
+        tokens=8428,
+        padded=16384,
+        status=status,
+        failure={"kind": "error", "reason": "boom"} if status != "ok" else None,
+    )
+    record["scenario"]["resolved"] = copy.deepcopy(page["gpu"]["scenario"]["resolved"])
+    record["scenario"]["variant"] = variant
+    record["plan"] = {"rows_per_forward": 4}
+    return record
+
+
+def _measured_fine_tune_usd(record) -> float:
+    """The GPU record's whole fine-tune $ (harness.projection.fine_tune, at the record's price)."""
+    from harness.projection.fine_tune import from_record
+    from harness.scenario.loader import validate
+
+    scenario = validate(record.scenario.resolved, "test")
+    return from_record(record, scenario, record.cost.price.usd_per_chip_hour).usd
+
+
+def test_the_pair_sentence_csv_row_and_workload_row_say_every_figure_and_its_source(page):
+    """One pair, every word and column users read: the sentence in full, the CSV row's
+    columns (ends, sources, the GPU's fine-tune $), the workload row handed to the $ table."""
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    (gpu,) = as_records([page["gpu"]])
+    pairing = pair([page["projection"]], [gpu], calibration=_full_points())
+    shape, ft = page["shape"], page["projection"].fine_tune
+    faster = shape.real_tokens_per_s_per_chip_bound * 4 / gpu.metrics.tokens_per_s_real  # v5p-8: 4 chips
+    cheaper = gpu.cost.usd_per_1m_tokens_real / shape.usd_per_1m_real_tokens_bound
+    gpu_ft = _measured_fine_tune_usd(gpu)
+    assert pairing.refused == []
+    assert pairing.sentences == [
+        "gemma270m [default]: tpu-v5p-8 (projected, compiler bound) vs 1x h100-sxm on torch (measured): "
+        f"between {faster / 4:.3g}x and {faster:.3g}x faster, "
+        f"between {cheaper / 4:.3g}x and {cheaper:.3g}x cheaper per 1M real tokens, "
+        f"whole fine-tune ${ft.usd:.2f}-${ft.usd * 4:.2f} (projected, compile and setup apart) vs ${gpu_ft:.2f}. "
+        "The high ends are the compiler bound's, a best case: the TPU is at most that much faster and cheaper "
+        f"(its $ is a lower bound on cost); the low ends are the bound x 0.25 ({FULL_POINTS_NOTE}). {TAIL}"
+    ]
+    assert pairing.ranges == [
+        {
+            "row_kind": "tpu_vs_gpu",
+            "scenario": "gemma270m",
+            "variant": "default",
+            "projected": "tpu-v5p-8 on torchax",
+            "measured": "1x h100-sxm on torch",
+            "faster_low": pytest.approx(faster / 4),
+            "faster_high": pytest.approx(faster),
+            "cheaper_low": pytest.approx(cheaper / 4),
+            "cheaper_high": pytest.approx(cheaper),
+            "fine_tune_usd_low": pytest.approx(ft.usd),
+            "fine_tune_usd_high": pytest.approx(ft.usd * 4),
+            "gpu_fine_tune_usd": pytest.approx(gpu_ft),
+            "calibration": FULL_POINTS_NOTE,
+        }
+    ]
+    assert pairing.workload_rows == [
+        {
+            "scenario": "gemma270m",
+            "run": "tpu-v5p-8 on torchax (PROJECTED)",
+            "usd_per_1m_real": pytest.approx(shape.usd_per_1m_real_tokens_bound),
+            "fine_tune_usd": pytest.approx(ft.usd),
+            "fine_tune_usd_high": pytest.approx(ft.usd * 4),
+        }
+    ]
+
+
+def test_without_calibration_the_csv_says_none_and_the_fine_tune_is_a_lower_bound(page):
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    (gpu,) = as_records([page["gpu"]])
+    pairing = pair([page["projection"]], [gpu], calibration=[])
+    (row,) = pairing.ranges
+    assert row["calibration"] == "none"
+    assert row["faster_low"] is None and row["cheaper_low"] is None and row["fine_tune_usd_high"] is None
+    assert row["faster_high"] and row["cheaper_high"]
+    ft = page["projection"].fine_tune
+    (sentence,) = pairing.sentences
+    assert (
+        f"whole fine-tune ${ft.usd:.2f} (a lower bound) (projected, compile and setup apart) "
+        f"vs ${_measured_fine_tune_usd(gpu):.2f}. "
+    ) in sentence
+    assert pairing.workload_rows[0]["fine_tune_usd_high"] is None
+
+
+def test_the_longest_shape_sets_the_pairs_figures(page):
+    """A projection of two lengths, the shorter stored first: the figures are the longest's."""
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    long = page["shape"]
+    short = long.model_copy(
+        update={
+            "seq_len": 256,
+            "real_tokens_per_s_per_chip_bound": long.real_tokens_per_s_per_chip_bound / 2,
+            "usd_per_1m_real_tokens_bound": long.usd_per_1m_real_tokens_bound * 2,
+        }
+    )
+    projection = page["projection"].model_copy(update={"shapes": [short, long]})
+    (gpu,) = as_records([page["gpu"]])
+    pairing = pair([projection], [gpu], calibration=_full_points())
+    (row,) = pairing.ranges
+    assert row["faster_high"] == pytest.approx(
+        long.real_tokens_per_s_per_chip_bound * 4 / gpu.metrics.tokens_per_s_real
+    )
+    assert row["cheaper_high"] == pytest.approx(gpu.cost.usd_per_1m_tokens_real / long.usd_per_1m_real_tokens_bound)
+    assert pairing.workload_rows[0]["usd_per_1m_real"] == pytest.approx(long.usd_per_1m_real_tokens_bound)
+
+
+def test_only_ok_measured_gpu_train_runs_of_the_same_cell_pair_one_sentence_per_card_and_backend(page):
+    """Records that are not the projection's cell, not train, not on a GPU or not ok pair
+    with nothing, wherever they stand in the list; each (backend, card, count) is a pair."""
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    records = [
+        _gpu_record(page, kind="cpu"),  # a CPU run of the same cell
+        page["serve"],  # the same card, serving
+        _gpu_record(page, status="failed"),  # a failed GPU train run
+        _gpu_record(page, name="tiny"),  # another scenario
+        _gpu_record(page, variant="padding=dynamic", backend="jax"),  # the same scenario, another cell
+        page["gpu"],
+        _gpu_record(page, chips=2),
+    ]
+    pairing = pair([page["projection"]], as_records(records), calibration=_full_points())
+    assert pairing.refused == []
+    assert [r["measured"] for r in pairing.ranges] == ["1x h100-sxm on torch", "2x h100-sxm on torch"]
+    assert [s.split(" (measured)")[0] for s in pairing.sentences] == [
+        "gemma270m [default]: tpu-v5p-8 (projected, compiler bound) vs 1x h100-sxm on torch",
+        "gemma270m [default]: tpu-v5p-8 (projected, compiler bound) vs 2x h100-sxm on torch",
+    ]
+    # the one-card pair is the suite's record alone, not the other records averaged in
+    (alone,) = pair([page["projection"]], as_records([page["gpu"]]), calibration=_full_points()).ranges
+    assert pairing.ranges[0] == alone
+
+
+def test_a_refusal_names_the_pair_the_first_field_and_how_many_more(page):
+    """Refused pairs say which projection and which GPU run, the first differing field
+    (sorted) and the count of the others; a refused pair does not stop the next pair,
+    nor does a projection without shapes stop the next projection."""
+    import copy
+
+    from harness.scenario.loader import set_dotted
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    def changed(*fields):
+        resolved = copy.deepcopy(page["projection"].scenario["resolved"])
+        for field, value in fields:
+            set_dotted(resolved, field, value, "test")
+        return page["projection"].model_copy(update={"scenario": {**page["projection"].scenario, "resolved": resolved}})
+
+    head = "gemma270m [default]: tpu-v5p-8 (projected) not paired with 1x h100-sxm on torch (measured): "
+    gpu = as_records([page["gpu"]])
+    one = changed(("sequence.max_length", 256))
+    two = changed(("sequence.max_length", 256), ("data.num_examples", 64))
+    three = changed(("sequence.max_length", 256), ("data.num_examples", 64), ("train.steps", 7))
+    assert pair([one], gpu).refused == [head + "sequence.max_length differs"]
+    assert pair([two], gpu).refused == [head + "data.num_examples differs (and 1 more)"]
+    assert pair([three], gpu).refused == [head + "data.num_examples differs (and 2 more)"]
+    # a refused two-card run first, then the paired one-card run
+    other = _gpu_record(page, chips=2)
+    set_dotted(other["scenario"]["resolved"], "data.num_examples", 64, "test")
+    pairing = pair(
+        [page["projection"].model_copy(update={"shapes": []}), page["projection"]], as_records([other, page["gpu"]])
+    )
+    assert pairing.refused == [
+        "gemma270m [default]: tpu-v5p-8 (projected) not paired with 2x h100-sxm on torch (measured): "
+        "data.num_examples differs"
+    ]
+    assert [r["measured"] for r in pairing.ranges] == ["1x h100-sxm on torch"] and len(pairing.sentences) == 1
+
+
+def test_a_gpu_run_without_a_price_compares_speed_only(page):
+    import copy
+
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    unpriced = copy.deepcopy(page["gpu"])
+    unpriced["cost"] = None
+    (gpu,) = as_records([unpriced])
+    pairing = pair([page["projection"]], [gpu], calibration=_full_points())
+    faster = page["shape"].real_tokens_per_s_per_chip_bound * 4 / gpu.metrics.tokens_per_s_real
+    (sentence,) = pairing.sentences
+    assert (
+        f"(measured): between {faster / 4:.3g}x and {faster:.3g}x faster, "
+        "cost per 1M real tokens not compared (a price missing). The high ends"
+    ) in sentence
+    (row,) = pairing.ranges
+    assert row["cheaper_low"] is None and row["cheaper_high"] is None and row["gpu_fine_tune_usd"] is None
+
+
+def test_a_projection_without_real_token_figures_or_a_fine_tune_compares_nothing_it_lacks(page):
+    """No real-token bound (and so no $/1M real): neither speed nor cost compared, no
+    workload row; no whole fine-tune projected: none said, its CSV ends empty."""
+    from reports.model import as_records
+    from reports.tpu_vs_gpu import pair
+
+    bare = page["shape"].model_copy(
+        update={"real_fraction": None, "real_tokens_per_s_per_chip_bound": None, "usd_per_1m_real_tokens_bound": None}
+    )
+    gpu = as_records([page["gpu"]])
+    pairing = pair([page["projection"].model_copy(update={"shapes": [bare]})], gpu, calibration=_full_points())
+    (sentence,) = pairing.sentences
+    assert (
+        "(measured): speed not compared (no real-token bound or measured rate), "
+        "cost per 1M real tokens not compared (a price missing), whole fine-tune $"
+    ) in sentence
+    (row,) = pairing.ranges
+    assert [row[k] for k in ("faster_low", "faster_high", "cheaper_low", "cheaper_high")] == [None] * 4
+    assert pairing.workload_rows == []
+
+    no_ft = pair([page["projection"].model_copy(update={"fine_tune": None})], gpu, calibration=_full_points())
+    (row,) = no_ft.ranges
+    assert row["fine_tune_usd_low"] is None and row["fine_tune_usd_high"] is None
+    assert "whole fine-tune" not in no_ft.sentences[0]
+    assert no_ft.workload_rows[0]["fine_tune_usd"] is None and no_ft.workload_rows[0]["fine_tune_usd_high"] is None
+
+
+def test_range_text_says_between_at_most_or_not_compared():
+    from reports.tpu_vs_gpu import PairRange, range_text
+
+    both = PairRange(1.5, 6.0, 0.5, 2.0, 10.0, 40.0, 12.5, calibrated=None)
+    assert range_text(both) == (
+        "between 1.5x and 6x faster, between 0.5x and 2x cheaper per 1M real tokens, "
+        "whole fine-tune $10.00-$40.00 (projected, compile and setup apart) vs $12.50"
+    )
+    bound_only = PairRange(None, 6.0, None, 2.0, 10.0, None, 12.5, calibrated=None)
+    assert range_text(bound_only) == (
+        "at most 6x faster, at most 2x cheaper per 1M real tokens, "
+        "whole fine-tune $10.00 (a lower bound) (projected, compile and setup apart) vs $12.50"
+    )
+    nothing = PairRange(None, None, None, None, None, None, 12.5, calibrated=None)
+    assert range_text(nothing) == (
+        "speed not compared (no real-token bound or measured rate), "
+        "cost per 1M real tokens not compared (a price missing)"
+    )
+    # a GPU fine-tune without its TPU counterpart (or the reverse) is not compared
+    assert range_text(PairRange(None, 6.0, None, 2.0, None, None, 12.5, None)).endswith("cheaper per 1M real tokens")
+    assert range_text(PairRange(None, 6.0, None, 2.0, 10.0, 40.0, None, None)).endswith("cheaper per 1M real tokens")
+
+
+def test_the_markdown_section_is_a_heading_its_sentences_then_its_refusals():
+    from reports.tpu_vs_gpu import Pairing, markdown_lines
+
+    assert markdown_lines(Pairing()) == []
+    pairing = Pairing(sentences=["s1", "s2"], refused=["r1"])
+    assert markdown_lines(pairing, cell=str.upper) == [
+        "## TPU (projected) vs GPU (measured)",
+        "",
+        "- S1",
+        "- S2",
+        "- not paired: R1",
+        "",
+    ]
+    assert markdown_lines(Pairing(refused=["r1"])) == [
+        "## TPU (projected) vs GPU (measured)",
+        "",
+        "- not paired: r1",
+        "",
+    ]
+
+
+def _workload(scenario, total_usd=32.0, run="1x h100-sxm on torch"):
+    """A measured workload row: 2 fine-tunes at $3.50 and 100M served tokens at $0.25/1M."""
+    from reports.model import WorkloadRow
+
+    return WorkloadRow(
+        scenario=scenario,
+        accelerator="h100-sxm",
+        fine_tunes=2.0,
+        served_tokens_millions=100.0,
+        train_usd=3.5,
+        serve_usd_per_1m=0.25,
+        total_usd=total_usd,
+        ratio_to_first=1.0,
+        run=run,
+        row=object(),  # the measured train row: a projected row has none
+        serve_basis="the serve load as run",
+        serve_label="local engine",
+        train_basis="measured",
+    )
+
+
+def _projected(scenario, usd, high, run="tpu-v5p-8 on torchax (PROJECTED)"):
+    return {"scenario": scenario, "run": run, "usd_per_1m_real": 0.1, "fine_tune_usd": usd, "fine_tune_usd_high": high}
+
+
+def test_projected_workload_rows_price_the_tpu_fine_tunes_and_keep_the_measured_serving():
+    """Per projected pair with a whole fine-tune $ and a measured workload row of its
+    scenario: fine-tunes x the TPU's $ (low: the bound's, high: the calibrated) + the
+    measured serving, against the measured row's total; others skipped, in any order."""
+    from reports.model import WorkloadRow
+    from reports.tpu_vs_gpu import Pairing, projected_workload_rows
+
+    basis = (
+        "projected whole fine-tune on the TPU slice: the compiler bound's $ (a lower bound) to every step "
+        "at the lowest calibrated measured / bound"
+    )
+    measured = _workload("w")
+    pairing = Pairing(
+        workload_rows=[
+            _projected("no workload row", 2.0, 8.0),
+            _projected("w", None, None),
+            _projected("w", 2.0, 8.0),
+            _projected("w", 4.0, None, run="tpu-v6e-8 on jax-tunix (PROJECTED)"),
+        ]
+    )
+    common = dict(
+        scenario="w",
+        fine_tunes=2.0,
+        served_tokens_millions=100.0,
+        serve_usd_per_1m=0.25,
+        row=None,
+        serve_basis="PROJECTED fine-tunes; serving as measured on 1x h100-sxm on torch",
+        serve_label="local engine",
+    )
+    assert projected_workload_rows([measured], pairing) == [
+        WorkloadRow(
+            accelerator="tpu-v5p-8",
+            run="tpu-v5p-8 on torchax (PROJECTED)",
+            train_usd=2.0,
+            train_usd_high=8.0,
+            total_usd=29.0,  # 2 x 2 + 100 x 0.25
+            total_usd_high=41.0,  # 2 x 8 + 25
+            ratio_to_first=29.0 / 32.0,
+            ratio_to_first_high=41.0 / 32.0,
+            train_basis=basis + "; compile and setup apart",
+            **common,
+        ),
+        WorkloadRow(
+            accelerator="tpu-v6e-8",
+            run="tpu-v6e-8 on jax-tunix (PROJECTED)",
+            train_usd=4.0,
+            train_usd_high=None,
+            total_usd=33.0,
+            total_usd_high=None,
+            ratio_to_first=33.0 / 32.0,
+            ratio_to_first_high=None,
+            train_basis=basis + " (none known); compile and setup apart",
+            **common,
+        ),
+    ]
+
+
+def test_a_projected_workload_row_against_a_free_measured_row_has_no_ratio():
+    """A measured total of $0: no ratio (NaN for the low end, None for the high), no
+    division by zero; a measured row without a run label names its accelerator."""
+    import math
+
+    from reports.tpu_vs_gpu import Pairing, projected_workload_rows
+
+    (row,) = projected_workload_rows(
+        [_workload("w", total_usd=0.0, run="")], Pairing(workload_rows=[_projected("w", 2.0, 8.0)])
+    )
+    assert math.isnan(row.ratio_to_first) and row.ratio_to_first_high is None
+    assert row.total_usd == 29.0 and row.total_usd_high == 41.0
+    assert row.serve_basis == "PROJECTED fine-tunes; serving as measured on h100-sxm"
