@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
 
 GIB = 1024**3
 
@@ -183,11 +182,3 @@ def fine_tune_rows(records, label_of) -> tuple[list[FineTuneRow], list[str], lis
         for (name, backend, accelerator), policies in by_policy.items()
     ]
     return rows, lines, warnings
-
-
-def fine_tune_usd(record) -> tuple[Any, str] | None:
-    """For the workload: the whole fine-tune's $ projected from the record, and its basis."""
-    projected, _ = fine_tune_of(record)
-    if projected is None or projected.usd is None:
-        return None
-    return projected.usd, "projected whole fine-tune (setup + compiles + steps x steady step)"

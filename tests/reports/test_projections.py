@@ -173,25 +173,6 @@ def test_a_records_whole_fine_tune_is_priced_at_its_billed_rate_or_says_why_not(
     )
 
 
-def test_fine_tune_usd_is_the_projected_fine_tunes_dollars_and_basis_or_none(padding):
-    import copy
-
-    from harness.records.result import as_records
-    from reports.projections import fine_tune_usd
-
-    (record,) = as_records([_priced(padding[0])])
-    assert fine_tune_usd(record) == (
-        pytest.approx(11.0 / 3600 * 3.0),
-        "projected whole fine-tune (setup + compiles + steps x steady step)",
-    )
-    unpriced = copy.deepcopy(padding[0])
-    unpriced["cost"] = None
-    assert fine_tune_usd(as_records([unpriced])[0]) is None
-    no_loop = copy.deepcopy(padding[0])
-    no_loop["raw"]["loop"] = None
-    assert fine_tune_usd(as_records([no_loop])[0]) is None
-
-
 def test_records_of_one_scenario_are_validated_once_whatever_their_key_order(padding):
     import copy
 
