@@ -61,12 +61,14 @@ class PublishedMeasurement:
     projection: str | None = None
     # What the publisher's run does that bench's compiled step does not (or the reverse).
     differences: str = ""
+    # What cannot be told, short, where provenance_ambiguous (the label says it).
+    ambiguity: str = "single or multi-slice"
 
     @property
     def label(self) -> str:
         """Where the point comes from, short: repository, folder, commit; its ambiguity said."""
         folder = self.source["path"].rsplit("/", 1)[0]
-        said = " (provenance ambiguous: single or multi-slice)" if self.provenance_ambiguous else ""
+        said = f" (provenance ambiguous: {self.ambiguity})" if self.provenance_ambiguous else ""
         return f"{self.source['repository']} {folder}@{self.source['commit'][:8]}{said}"
 
     @cached_property
@@ -102,8 +104,9 @@ class PublishedMeasurement:
 
     @property
     def bound_tokens_per_s_per_chip(self) -> float | None:
-        """The bound's tokens per second per chip (every token of the publisher's
-        synthetic rows is real: its padded and real counts are one)."""
+        """The bound's tokens per second per chip: the rows x sequence of the publisher's
+        step, the tokens its own figure counts (a synthetic row's every token is real;
+        LitGPT's rows are padded to the longest sample, and its figure counts them so)."""
         step = self.bound_step_s
         if not step:
             return None

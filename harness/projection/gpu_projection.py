@@ -106,12 +106,21 @@ class Work:
 
     def terms(self, card: Card) -> dict[str, Any]:
         """Each term's seconds on the card, the bound (the largest) and which term it is."""
-        seconds = {
-            "compute": self.flops / card.peak_flops,
-            "memory": self.memory_bytes / card.memory_bytes_per_s,
-            "links": self.wire_bytes / (card.link_bytes_per_s / LINK_DIRECTIONS) if self.wire_bytes else 0.0,
-        }
+        # A card without a link figure (tpu-v4: no ICI figure in the catalog) has no links
+        # term where bytes cross: None, left out of the max (the bound is then compute and
+        # memory alone, still a lower bound) and printed as such.
+        links = (
+            0.0
+            if not self.wire_bytes
+            else self.wire_bytes / (card.link_bytes_per_s / LINK_DIRECTIONS)
+            if card.link_bytes_per_s
+            else None
+        )
+        seconds = {"compute": self.flops / card.peak_flops, "memory": self.memory_bytes / card.memory_bytes_per_s}
+        if links is not None:
+            seconds["links"] = links
         bound_by = max(seconds, key=seconds.get)
+        seconds.setdefault("links", None)
         return {**{f"{k}_s": v for k, v in seconds.items()}, "bound_s": seconds[bound_by], "bound_by": bound_by}
 
 
@@ -390,7 +399,8 @@ def usd_text(usd: float) -> str:
 
 
 def _terms(t: dict[str, Any]) -> str:
-    return f"compute {t['compute_s']:.4g} s, memory {t['memory_s']:.4g} s, links {t['links_s']:.4g} s: bound by {t['bound_by']}"
+    links = "no link figure" if t["links_s"] is None else f"{t['links_s']:.4g} s"
+    return f"compute {t['compute_s']:.4g} s, memory {t['memory_s']:.4g} s, links {links}: bound by {t['bound_by']}"
 
 
 def _range_lines(record: dict[str, Any]) -> list[str]:

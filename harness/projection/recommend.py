@@ -73,7 +73,10 @@ def tpu_points():
         shape = StepShape(
             arch=arch,
             lora=entry.method == "lora",
-            trainable=sum(matmul_weights(arch)),
+            # LoRA: the adapters bench compiled for the point (its record's plan)
+            trainable=entry.projected["plan"]["trainable_params"]
+            if entry.method == "lora"
+            else sum(matmul_weights(arch)),
             rows_per_gpu=1,
             accumulation=rows_per_chip,
             checkpointing=True,

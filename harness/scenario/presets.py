@@ -68,6 +68,17 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
         rope_theta=500_000.0,
         tie_embeddings=False,
     ),
+    # Llama 2 70B (meta-llama/Llama-2-70b-hf config.json: vocab 32,000, rope theta 10,000,
+    # 4,096 positions, GQA 64 / 8 heads, untied head): the model of MaxText's published v5p
+    # training figure (docs/reference/tiering.md, config llama2_70b_v5p_128), a TPU
+    # calibration point (harness/projection/calibration_points/published.json).
+    "llama-2-70b": dict(
+        family="llama",
+        **_sizes(32_000, 8192, 28_672, 80, 64, 8, 128),
+        max_position_embeddings=4096,
+        rope_theta=10_000.0,
+        tie_embeddings=False,
+    ),
     # Falcon 7B's sizes in the Llama layout, for LitGPT's published adapter fine-tune on TPU
     # v4 (harness/projection/calibration_points/published.json, `litgpt-falcon7b-adapter-v4-32`). bench builds no
     # Falcon; this decoder has Falcon 7B's matmuls (tiiuae/falcon-7b config.json: vocab

@@ -1,10 +1,7 @@
 """The published TPU calibration points as a set (issue 43): how many, of which
 generations, method classes and stacks, each with a projection record that loads and
 a ratio computed from it; docs/measurements/calibration.md shows every one of them.
-
-What the set still lacks (a second TPU generation, an adapter point) is written as a
-strict xfail: it turns into a failure, to be made a plain assertion, the day a point
-that supplies it is added (docs/measurements/calibration.md says what was searched)."""
+The set spans three generations (v4, v5p, v6e), both method classes and three stacks."""
 
 from __future__ import annotations
 
@@ -44,18 +41,11 @@ def test_at_least_one_point_of_a_stack_other_than_maxtext():
     assert "MaxText" in stacks and len(stacks) >= 2, stacks
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no published non-v6e TPU training point of a model bench builds was found (docs/measurements/calibration.md)",
-)
 def test_at_least_two_tpu_generations():
     assert len({p.catalog_key for p in _points()}) >= 2
+    assert {p.catalog_key for p in _points()} == {"tpu-v4", "tpu-v5p", "tpu-v6e"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no published TPU LoRA step time with its full configuration was found (docs/measurements/calibration.md)",
-)
 def test_at_least_one_adapter_point():
     from harness.projection.calibration import method_class
 

@@ -90,7 +90,9 @@ def test_the_tpu_points_are_rebounded_by_the_same_analytic_model():
     for entry, point in zip(PUBLISHED, tpu_points()):
         assert point.source == entry.label and 0 < point.ratio < 1
         # the bound's step is at least the FLOPs at the chip's peak, so the ratio at least this
-        flops = FlopsModel(MODEL_PRESETS[entry.model], lora=False, adapter_params=0, checkpointing=True)
+        lora = entry.method == "lora"
+        adapters = entry.projected["plan"]["trainable_params"] if lora else 0
+        flops = FlopsModel(MODEL_PRESETS[entry.model], lora=lora, adapter_params=adapters, checkpointing=True)
         per_row = flops.hardware_flops([entry.seq_len]) / PEAK_BF16_FLOPS[entry.catalog_key]
         assert point.ratio >= entry.measured_tokens_per_s_per_chip * per_row / entry.seq_len - 1e-9
 
