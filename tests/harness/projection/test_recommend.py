@@ -60,22 +60,39 @@ def test_each_option_is_the_gpu_projection_of_its_card_at_the_option_s_price(w3_
 
 @pytest.mark.slow
 def test_a_lora_scenario_s_tpu_options_take_the_adapter_class_not_a_full_fine_tune_s_ratio(w3_options):
-    """No TPU adapter point is calibrated: the TPU options' calibrated end comes from the
-    GPU adapter points (said "adapter (GPU's)"), never from the TPU full fine-tunes' higher
-    ratio, which would flatter them."""
-    from harness.projection.gpu_projection import gpu_points
+    """The TPU options' calibrated end comes from the TPU adapter point (LitGPT's v4 run),
+    never from the TPU full fine-tunes' higher ratios, which would flatter them."""
     from harness.projection.recommend import calibration_pools, tpu_points
 
-    assert not any(p.method == "lora" for p in tpu_points())
+    adapter = [p for p in tpu_points() if p.method == "lora"]
+    assert [p.catalog_key for p in adapter] == ["tpu-v4"]
     points, said = calibration_pools("lora")["tpu"]
-    assert said == "adapter (GPU's)" and all(p.method == "lora" for p in points)
-    lora_low = min(p.ratio for p in gpu_points() if p.method == "lora")
-    assert lora_low < min(p.ratio for p in tpu_points())  # the full ratio would have flattered
+    assert said == "adapter" and points == adapter
+    low = min(p.ratio for p in adapter)
+    assert low < min(p.ratio for p in tpu_points() if p.method == "full")  # the full ratio would have flattered
     tpu = next(o for o in w3_options if o.name == "tpu-v5p-8")
-    assert tpu.calibrated_by == "adapter (GPU's)"
-    assert tpu.usd[1] == pytest.approx(tpu.usd[0] / lora_low)
+    assert tpu.calibrated_by == "adapter"
+    assert tpu.usd[1] == pytest.approx(tpu.usd[0] / low)
     full, said_full = calibration_pools("full")["tpu"]
-    assert said_full == "full" and {p.catalog_key for p in full} == {"tpu-v6e"}
+    assert said_full == "full" and {p.catalog_key for p in full} == {"tpu-v6e", "tpu-v5p"}
+
+
+def test_a_kind_without_points_of_the_class_takes_the_other_kinds_then_its_own_all_said_so(monkeypatch):
+    """Without a TPU adapter point, a LoRA's TPU end comes from the GPU adapter points
+    (said "adapter (GPU's)"); without any adapter point at all, from every TPU point
+    (said "adapter *all*")."""
+    from harness.projection import gpu_projection, recommend
+
+    full_only = [p for p in recommend.tpu_points() if p.method == "full"]
+    monkeypatch.setattr(recommend, "tpu_points", lambda: full_only)
+    points, said = recommend.calibration_pools("lora")["tpu"]
+    assert said == "adapter (GPU's)" and points == [p for p in gpu_projection.gpu_points() if p.method == "lora"]
+    gpu_full = [p for p in gpu_projection.gpu_points() if p.method == "full"]
+    monkeypatch.setattr(gpu_projection, "gpu_points", lambda: gpu_full)
+    points, said = recommend.calibration_pools("lora")["tpu"]
+    assert said == "adapter *all*" and points == full_only
+    points, said = recommend.calibration_pools("lora")["cuda"]
+    assert said == "adapter *all*" and points == gpu_full
 
 
 def test_the_tpu_points_are_rebounded_by_the_same_analytic_model():
@@ -106,7 +123,7 @@ def test_the_table_says_projected_fit_binding_term_and_the_calibration_sources(w
     first = next(o for o in w3_options if o.fits)
     assert f"  1  {first.name:<14} {first.backend:<10} yes  {first.bound_by:<8}" in text
     assert f"${first.usd[0]:.3g}-${first.usd[1]:.3g}" in text
-    assert "calibrated end (TPU): the lowest measured / bound of the adapter points: github.com/NVIDIA-NeMo" in text
+    assert "calibrated end (TPU): the lowest measured / bound of the adapter points: github.com/Lightning-AI/litgpt" in text
     assert any(o.fits is False for o in w3_options) and " NO " in text
 
 
