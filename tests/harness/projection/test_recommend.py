@@ -123,7 +123,10 @@ def test_the_table_says_projected_fit_binding_term_and_the_calibration_sources(w
     first = next(o for o in w3_options if o.fits)
     assert f"  1  {first.name:<14} {first.backend:<10} yes  {first.bound_by:<8}" in text
     assert f"${first.usd[0]:.3g}-${first.usd[1]:.3g}" in text
-    assert "calibrated end (TPU): the lowest measured / bound of the adapter points: github.com/Lightning-AI/litgpt" in text
+    assert (
+        "calibrated end (TPU): the lowest measured / bound of the adapter points: github.com/Lightning-AI/litgpt"
+        in text
+    )
     assert any(o.fits is False for o in w3_options) and " NO " in text
 
 
