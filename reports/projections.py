@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import statistics
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -105,7 +106,7 @@ def projected_rows(projections, records) -> list[ProjectedRow]:
                 usd_per_1m_bound=longest.usd_per_1m_tokens_bound,
                 compiles=p.fine_tune.compiles if p.fine_tune else None,
                 fine_tune_min=p.fine_tune.time_s / 60 if p.fine_tune else None,
-                measured_over_projected=sorted(measured)[len(measured) // 2] / bound if measured and bound else None,
+                measured_over_projected=statistics.median(measured) / bound if measured and bound else None,
                 real_tokens_per_s_per_chip_bound=longest.real_tokens_per_s_per_chip_bound,
                 usd_per_1m_real_bound=longest.usd_per_1m_real_tokens_bound,
                 flops_flag=next((f"length {s.seq_len}: {s.flops_flag}" for s in p.shapes if s.flops_flag), None),
@@ -178,7 +179,7 @@ def fine_tune_rows(records, label_of) -> tuple[list[FineTuneRow], list[str], lis
             by_policy.setdefault(key, {}).setdefault(policy, []).append(projected.time_s / 60)
     lines = [
         f"{name} on {backend}, {accelerator}: projected fine-tune: "
-        + ", ".join(f"{p} {sorted(m)[len(m) // 2]:.3g} min" for p, m in policies.items())
+        + ", ".join(f"{p} {statistics.median(m):.3g} min" for p, m in policies.items())
         for (name, backend, accelerator), policies in by_policy.items()
     ]
     return rows, lines, warnings

@@ -359,3 +359,20 @@ def test_without_any_calibration_point_a_projected_row_is_the_bound_alone(monkey
     assert row.calibration == "no measured / bound point is known: the bound alone"
     assert row.real_tokens_per_s_per_chip_low is None and row.usd_per_1m_real_high is None
     assert row.real_tokens_per_s_per_chip_bound is not None
+
+
+def test_an_even_count_of_measured_runs_takes_the_mean_of_the_two_middle_ones():
+    """The median of 4 runs is the mean of the 2nd and 3rd (statistics' median, the one
+    every other figure quotes), not the upper of the two."""
+    from reports.model import as_records
+    from reports.projections import projected_rows
+
+    projection = _projection([_shape(1024, 4e12, 3)])
+    runs = [
+        make_record([s] * 4, backend="torchax", kind="tpu", catalog_key="tpu-v5e", chips=8)
+        for s in (2.0, 0.5, 1.0, 0.25)
+    ]
+    (row,) = projected_rows([projection], as_records(runs))
+    rate = 32 * 1024 / (4e12 / 197e12) / 8  # the bound's tokens/s per chip, compute-bound at v5e's peak
+    measured = sorted(2048 / s / 8 for s in (2.0, 0.5, 1.0, 0.25))  # make_record: 2,048 padded tokens a step
+    assert row.measured_over_projected == pytest.approx((measured[1] + measured[2]) / 2 / rate)
