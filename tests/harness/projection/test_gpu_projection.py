@@ -739,3 +739,26 @@ def test_an_unpriced_projection_without_points_is_the_bound_alone():
     }
     record.update(scenario={"name": "gemma270m", "variant": "default"}, backend="torch")
     assert "whole fine-tune: " in lines(record)[-3] and "$" not in "\n".join(lines(record))
+
+
+def test_a_card_without_a_link_figure_has_no_links_term_and_says_so():
+    """tpu-v4 has no ICI figure in the catalog: bytes that cross no known link give no
+    term (not a zero, not a division by zero); the bound is compute and memory alone."""
+    from harness.projection.gpu_projection import Card, Work, _terms
+
+    card = Card("tpu-v4", 16, 275e12, 32e9, 1.2e12, 0.0, "ICI")
+    terms = Work(flops=275e12, memory_bytes=2.4e12, wire_bytes=1e9).terms(card)
+    assert terms == {"compute_s": 1.0, "memory_s": 2.0, "links_s": None, "bound_s": 2.0, "bound_by": "memory"}
+    assert _terms(terms) == "compute 1 s, memory 2 s, links no link figure: bound by memory"
+    moving_nothing = Work(flops=275e12, memory_bytes=0.0, wire_bytes=0).terms(card)
+    assert moving_nothing["links_s"] == 0.0 and moving_nothing["bound_by"] == "compute"
+
+
+def test_the_refusal_names_every_unsized_target_or_none():
+    from harness.basics.errors import SpecError
+    from harness.projection.gpu_projection import shape_of_plan
+
+    with pytest.raises(SpecError, match=r"train.lora.target_modules: query_key_value, dense: no trainable"):
+        shape_of_plan(_plan(trainable_params=None, lora_targets=("query_key_value", "dense")), ARCH)
+    with pytest.raises(SpecError, match=r"train.lora.target_modules: none: no trainable"):
+        shape_of_plan(_plan(trainable_params=None, lora_targets=()), ARCH)

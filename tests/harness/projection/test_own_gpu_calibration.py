@@ -139,3 +139,17 @@ def test_records_are_read_in_the_order_of_their_paths_as_text(tmp_path):
         "a/run.json: not a successful training run",
         "z.json: not a successful training run",
     ]
+
+
+def test_a_file_that_is_no_record_is_named_with_the_loaders_reason_in_one_short_line(tmp_path):
+    from harness.records.store import load_record
+
+    folder = tmp_path / "measured"
+    folder.mkdir()
+    name = "n" * 180 + ".json"  # a long name: the loader's message quotes the path
+    (folder / name).write_text("{}\n")
+    with pytest.raises(ValueError) as refused:
+        load_record(folder / name)
+    reason = " ".join(str(refused.value).split())
+    assert len(reason) > 200
+    assert gpu_projection.own_gpu_skipped(folder) == [f"{name}: not a bench result record ({reason[:200]})"]
