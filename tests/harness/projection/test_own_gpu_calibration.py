@@ -153,3 +153,14 @@ def test_a_file_that_is_no_record_is_named_with_the_loaders_reason_in_one_short_
     reason = " ".join(str(refused.value).split())
     assert len(reason) > 200
     assert gpu_projection.own_gpu_skipped(folder) == [f"{name}: not a bench result record ({reason[:200]})"]
+
+
+def test_the_device_suites_calibration_probes_beside_a_record_are_neither_points_nor_skipped(tmp_path):
+    """The suite's archive keeps <run_id>.calibration.json (and .projection.json) beside
+    each record: not records, and not worth a line; a good record is no skip either."""
+    folder = tmp_path / "measured"
+    gpu_record(folder / "run1", "record.json")
+    (folder / "run1" / "abc.calibration.json").write_text(json.dumps({"probe": 1}))
+    (folder / "run1" / "abc.projection.json").write_text(json.dumps({"kind": "tpu_aot"}))
+    assert len(gpu_projection.own_gpu_points(folder)) == 1
+    assert gpu_projection.own_gpu_skipped(folder) == []
