@@ -30,8 +30,12 @@ DTYPE_BYTES = {
     "s64": 8,
     "u64": 8,
     "f64": 8,
+    # 4-bit integers, two to a byte, and the 8-bit floats (f8e4m3fn, f8e5m2, ...)
+    "s4": 0.5,
+    "u4": 0.5,
+    "f8": 1,
 }
-_SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16)\[([\d,]*)\]")
+_SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16|f8e\w+?)\[([\d,]*)\]")
 _PARTITIONS = re.compile(r"\bnum_partitions=(\d+)")
 _OP = re.compile(r"=\s*(.*?)\s+(" + "|".join(COLLECTIVES) + r")(-start)?\(")
 
@@ -43,8 +47,8 @@ def shape_bytes(text: str) -> int:
         count = 1
         for d in filter(None, dims.split(",")):
             count *= int(d)
-        total += count * DTYPE_BYTES.get(dtype, 4)
-    return total
+        total += count * DTYPE_BYTES.get("f8" if dtype.startswith("f8e") else dtype, 4)
+    return int(total)
 
 
 def collectives(hlo_text: str) -> dict[str, dict[str, int]]:
@@ -83,7 +87,7 @@ def collective_ops(hlo_text: str) -> list[dict[str, Any]]:
             group = replica_group_size(line, default_group)
             out.append(
                 {
-                    "op": line.split("=", 1)[0].strip().lstrip("%"),
+                    "op": line.split("=", 1)[0].split()[-1].lstrip("%"),  # without a ROOT before it
                     "kind": kind,
                     "runs": runs[name],
                     "result_bytes": result,
@@ -253,7 +257,7 @@ def _loop_step(body: list[str], index: int) -> int:
 
 def _tuple_elements(line: str) -> list[str]:
     """The operand names of a `tuple(...)` instruction, in order."""
-    inner = line.split(" tuple(", 1)[1].rsplit(")", 1)[0]
+    inner = line.split(" tuple(", 1)[1].split(")", 1)[0]  # names hold no ")"; metadata after it may
     return [re.sub(r"^/\*index=\d+\*/", "", e.strip()).lstrip("%") for e in inner.split(",")]
 
 

@@ -363,3 +363,25 @@ def test_two_loops_sharing_a_body_add_their_trip_counts():
     _, runs = computation_runs(text)
     assert runs == {"body": 8, "cond": 8, "main": 1}
     assert _permutes(text) == {"count": 8, "bytes": 8 * 8, "wire_bytes": 8 * 8}
+
+
+def test_fp8_and_int4_arrays_count_their_own_bytes():
+    from backends.jax_common.hlo_collectives import shape_bytes
+
+    # 16 one-byte floats, 8 half-byte ints, 3 two-byte floats
+    assert shape_bytes("(f8e4m3fn[4,4]{1,0}, f8e5m2[0]{0}, s4[8]{0}, bf16[3]{0})") == 16 + 4 + 6
+
+
+def test_a_root_collective_is_named_without_root_and_metadata_after_a_tuple_is_not_an_element():
+    from backends.jax_common.hlo_collectives import _tuple_elements, collective_ops
+
+    hlo = (
+        "HloModule m, num_partitions=4\n"
+        "ENTRY %main (p: f32[4]) -> f32[4] {\n"
+        "  ROOT %all-reduce.3 = f32[4]{0} all-reduce(f32[4]{0} %p), replica_groups={{0,1,2,3}}, to_apply=%add\n"
+        "}\n"
+    )
+    (op,) = collective_ops(hlo)
+    assert op["op"] == "all-reduce.3"
+    line = '  ROOT %t = (s32[], f32[]) tuple(%a, %b), metadata={op_name="jit(f)/while(body)"}'
+    assert _tuple_elements(line) == ["a", "b"]
