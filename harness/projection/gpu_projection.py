@@ -116,11 +116,12 @@ class Work:
             if card.link_bytes_per_s
             else None
         )
-        seconds = {"compute": self.flops / card.peak_flops, "memory": self.memory_bytes / card.memory_bytes_per_s}
-        if links is not None:
-            seconds["links"] = links
-        bound_by = max(seconds, key=seconds.get)
-        seconds.setdefault("links", None)
+        seconds = {
+            "compute": self.flops / card.peak_flops,
+            "memory": self.memory_bytes / card.memory_bytes_per_s,
+            "links": links,
+        }
+        bound_by = max((k for k, v in seconds.items() if v is not None), key=seconds.get)
         return {**{f"{k}_s": v for k, v in seconds.items()}, "bound_s": seconds[bound_by], "bound_by": bound_by}
 
 
@@ -470,11 +471,12 @@ class PublishedGpuRun:
 
         arch = MODEL_PRESETS[self.model]
         lora = self.method == "lora"
-        trainable = lora_trainable_params(arch, tuple(self.lora_targets), self.lora_rank) if lora else None
         return StepShape(
             arch=arch,
             lora=lora,
-            trainable=trainable if lora else sum(matmul_weights(arch)),
+            trainable=lora_trainable_params(arch, tuple(self.lora_targets), self.lora_rank)
+            if lora
+            else sum(matmul_weights(arch)),
             rows_per_gpu=self.rows_per_gpu,
             accumulation=self.accumulation,
             checkpointing=self.checkpointing,
