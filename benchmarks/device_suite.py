@@ -11,15 +11,19 @@ First, in its first seconds, the optional kernels are smoke-tested on the device
 run is pinned off on the runs that could take it, the reason in $OUT/kernels.json and in
 each run's line of $OUT/runs.tsv.
 
-Order by value: the core W1 table (static, each backend's default fast path: torchax,
-torch, gpu-fsdp, jax-tunix; then torch packed), at most CORE_LIMIT_S; then the local
-engine at concurrency 1 and 32 and the padding matrices, each only while the suite's
-deadline still leaves its slot.
+Order by value: the core W1 table (static, each backend's default fast path: the two
+JAX-side backends first, their times measured on an H200, then torch, the default, whose
+cold compile is still a guess), at most CORE_LIMIT_S; then gpu-fsdp's W1 (on one GPU it is
+torch's model under an FSDP of one rank: the cell adding least to the table), torch
+packed, the local engine at concurrency 1 and 32 and the padding matrices, each only
+while the suite's deadline still leaves its slot. A second call on the still-warm machine
+(its wheels and compile caches kept) can pick up where the first stopped:
+DEVICE_SUITE_FROM=N runs entries N onwards.
 
 Each run's budget is its terms (process start, setup, compile, steps x step time) times
 a margin, rounded up to 1 s; every term says where its figure comes from and whether it
-is a measurement of the same backend on an H100 (`measured`) or a `guess` (another
-backend's figure, a CPU time, a CPU ratio, an allowance). The run gets the budget as
+is a measurement of the same backend on a GPU of the suite's class (an H100 or H200:
+`measured`) or a `guess` (another backend's figure, a CPU time, an allowance). The run gets the budget as
 `bench run --timeout` (a run cut there is a failed record saying so); its slot in the
 deadline adds the harness parent's own work, outside that timeout (PARENT). Every
 run writes its record (and trace) into its own results folder; right after each run the
@@ -47,13 +51,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARGIN = 1.15  # over the terms: run-to-run spread, the record's own writing
-CORE_LIMIT_S = 300  # the core W1 table's slots (#45): the rest of a 600 s command is install, smoke, the rest
+CORE_LIMIT_S = 400  # the core W1 table's slots: the rest of a 600 s command is install (30 s), smoke, the rest
 DEADLINE_S = 480  # default deadline for the runs, counted from the first run's start
 SMOKE_LIMIT_S = 60  # the kernel smoke tests, all at once
 
 H100 = "docs/measurements/device-suite.md, 'The accelerator suite on an H100 (2026-11-26)'"
+H200 = "docs/measurements/device-suite.md, 'The device suite on an H200 (2026-11-28)'"
+MEASURED_ON = ("h100", "h200")  # the suite's class of card: a figure from either is a measurement
 # Figures (seconds): (seconds, the backend measured or None, the device, where from).
-# A term is `measured` only for a run of that backend and on an H100; else a guess.
+# A term is `measured` only for a run of that backend and on a card of MEASURED_ON; else a guess.
 FIG = {
     "start": (
         5.0,
@@ -62,24 +68,18 @@ FIG = {
         "process start and imports before setup: bench's own 0.8-1.1 s (docs/measurements/startup-and-code.md, "
         "'bench backends probe cache', #30) plus a 4 s allowance for torch's import",
     ),
-    "hf_setup": (
-        8.9,
-        "torch",
-        "cpu",
-        "W1 setup on the torch backend, 2-core CPU (docs/measurements/overhead-and-step-loop.md, 'bench run "
-        "scenarios/gemma270m.yaml on the CPU': 8.9 s setup): the host-side model build, unscaled",
-    ),
-    "tunix_setup": (77.0, "jax-tunix", "h100", f"jax-tunix W1 setup, model build and Tunix init, before #36 ({H100})"),
-    "torchax_compile": (27.9, "torchax", "h100", f"torchax W1, 2 compiles ({H100})"),
-    "torchax_step": (0.1337, "torchax", "h100", f"torchax W1 median step ({H100})"),
-    "tunix_compile": (30.2, "jax-tunix", "h100", f"jax-tunix W1, 1 compile ({H100})"),
-    "tunix_step": (0.2947, "jax-tunix", "h100", f"jax-tunix W1 median step ({H100})"),
+    "torchax_setup": (34.5, "torchax", "h200", f"torchax W1 setup: the model built on the host, moved to JAX ({H200})"),
+    "torchax_compile": (41.4, "torchax", "h200", f"torchax W1, 2 compiles, cold caches ({H200})"),
+    "torchax_step": (0.103, "torchax", "h200", f"torchax W1 median step ({H200})"),
+    "tunix_setup": (20.5, "jax-tunix", "h200", f"jax-tunix W1 setup, model build and Tunix init ({H200})"),
+    "tunix_compile": (28.8, "jax-tunix", "h200", f"jax-tunix W1, 1 compile, cold cache ({H200})"),
+    "tunix_step": (0.0978, "jax-tunix", "h200", f"jax-tunix W1 median step ({H200})"),
     "torch_compile": (
-        30.2,
-        "jax-tunix",
-        "h100",
-        f"no cold inductor compile of W1 was measured: jax-tunix's W1 compile ({H100}) "
-        "stands in (gpu-fsdp's padding cell compiled in 10.2 s with a warm cache, same page)",
+        100.0,
+        None,
+        "allowance",
+        f"the cold inductor compile of W1 was never measured: torch and gpu-fsdp runs were cut at 58-88 s "
+        f"on an H200 before their first step ended ({H200}); an allowance",
     ),
     "torch_step": (
         1.161,
@@ -108,9 +108,15 @@ FIG = {
     ),
 }
 # The harness parent's own work a run, outside its --timeout but inside the deadline:
-# bench's CLI start (0.8-1.1 s, measured: #30), the backend's probe (afresh with
-# --backend) and the record's writing. Never measured on a GPU host: a guess.
-PARENT = (3.0, "the harness parent: CLI start 0.8-1.1 s (#30), the backend's probe and the record's writing; a guess")
+# bench's CLI start, the backend's probe (afresh with --backend), the record's writing,
+# and up to the runner's 10 s kill grace when a run is cut. Measured on the H200
+# (2026-11-28): a run's wall minus its worker's process time, 9.6 s (jax-tunix) and
+# 16.6 s (torchax); the larger is taken.
+PARENT = (
+    17.0,
+    f"the harness parent: CLI start, the backend's probe, the record's writing, a cut run's kill grace "
+    f"(wall minus worker process time, the larger of two runs: {H200})",
+)
 W1_STEPS = {"train.steps": 5, "train.warmup_steps": 2, "train.window_steps": 0}  # 2 warm-up + 3 measured
 SERVE_C1 = {"serve.num_requests": 16, "serve.warmup_requests": 2}
 SERVE_C32 = {"serve.num_requests": 64, "serve.warmup_requests": 2}
@@ -123,21 +129,6 @@ TINY = {
     "train.window_steps": 0,
     "train.precision": "fp32",
     "parallel.devices": 1,
-}
-
-
-def tunix_setup_ratio() -> float:
-    """setup before #36 / after #45 item 4 on the CPU at W1's dimensions: #36's ratio (the
-    random weights drawn on the host) times item 4's (Qwix's pass on shapes only), each
-    measured on one code base before and after (docs/measurements/device-suite.md)."""
-    return math.prod(m["setup_before_s"] / m["setup_after_s"] for m in TUNIX_SETUP_MEASURED.values())
-
-
-# benchmarks/probes/tunix_setup_time.py on the 2-core CPU (docs/measurements/device-suite.md): '#36' one run
-# each, 2026-11-27; '#45 item 4' (`lora 3`) medians of 3 cold runs each, 2026-11-28.
-TUNIX_SETUP_MEASURED = {
-    "#36": {"setup_before_s": 710.76, "setup_after_s": 107.57},
-    "#45 item 4": {"setup_before_s": 48.24, "setup_after_s": 40.12},
 }
 
 
@@ -179,10 +170,10 @@ class Run:
 
 def term(name: str, backend: str, times: float = 1.0, what: str | None = None):
     """(what, seconds, source, kind) of FIG[name] in a run of `backend`: `measured` only
-    where the figure is that backend's, on an H100."""
+    where the figure is that backend's, on a card of MEASURED_ON."""
     seconds, measured_on, device, source = FIG[name]
     label = what or name
-    if measured_on == backend and device == "h100":
+    if measured_on == backend and device in MEASURED_ON:
         kind = "measured"
     elif device == "allowance":
         kind = "guess: an allowance"
@@ -194,7 +185,8 @@ def term(name: str, backend: str, times: float = 1.0, what: str | None = None):
 
 
 def w1(label, backend, sets, setup, compile_, step, trace=None) -> Run:
-    steps = W1_STEPS["train.steps"] + W1_STEPS["train.window_steps"]
+    sets = {**W1_STEPS, **sets}
+    steps = sets["train.steps"] + sets["train.window_steps"]
     terms = [
         term("start", backend),
         setup,
@@ -207,22 +199,9 @@ def w1(label, backend, sets, setup, compile_, step, trace=None) -> Run:
         label,
         "scenarios/gemma270m.yaml",
         backend,
-        {"tasks": "[train]", "parallel.devices": 1, **W1_STEPS, **sets},
+        {"tasks": "[train]", "parallel.devices": 1, **sets},
         terms,
         trace=trace,
-    )
-
-
-def tunix_setup_term():
-    before, _, _, source = FIG["tunix_setup"]
-    ratio = tunix_setup_ratio()
-    return (
-        "setup",
-        before / ratio,
-        f"{source}, divided by the CPU's before/after ratios of #36 and #45 item 4, {ratio:.2f} together "
-        "(benchmarks/probes/tunix_setup_time.py, docs/measurements/device-suite.md '#36 JAX side and device suite' "
-        "and '#45 item 4: Tunix setup without Qwix's eager pass')",
-        f"guess: jax-tunix's H100 setup before #36 scaled by CPU ratios ({ratio:.2f})",
     )
 
 
@@ -239,15 +218,30 @@ def core_runs() -> list[Run]:
     tunix = {"backend_options.jax-tunix.fuse_kv_lora": "true"}
     packed = {**TORCH_FAST, "sequence.padding": "packed"}
 
-    def setup(backend):
-        return term("hf_setup", backend, what="setup")
+    def setup(backend):  # the host-side build of the same HF model: torchax's, measured
+        return term("torchax_setup", backend, what="setup")
 
-    return [
-        w1("W1 torchax", "torchax", {}, setup("torchax"), "torchax_compile", "torchax_step"),
-        w1("W1 torch", "torch", TORCH_FAST, setup("torch"), "torch_compile", "torch_step", trace=3),
+    # The traced run measures 5 steps after its warm-up so that 3 stay untraced for the
+    # statistics (trace.steps must leave some: a scenario check).
+    traced = {**TORCH_FAST, "train.steps": 7}
+    optional = [
         w1("W1 gpu-fsdp", "gpu-fsdp", FSDP_FAST, setup("gpu-fsdp"), "torch_compile", "fsdp_step"),
-        w1("W1 jax-tunix", "jax-tunix", tunix, tunix_setup_term(), "tunix_compile", "tunix_step"),
         w1("W1 torch packed", "torch", packed, setup("torch"), "torch_compile", "torch_step"),
+    ]
+    for run in optional:
+        run.core = False
+    return [
+        w1(
+            "W1 jax-tunix",
+            "jax-tunix",
+            tunix,
+            term("tunix_setup", "jax-tunix", what="setup"),
+            "tunix_compile",
+            "tunix_step",
+        ),
+        w1("W1 torchax", "torchax", {}, setup("torchax"), "torchax_compile", "torchax_step"),
+        w1("W1 torch", "torch", traced, setup("torch"), "torch_compile", "torch_step", trace=2),
+        *optional,
     ]
 
 
@@ -255,7 +249,7 @@ def serve_runs() -> list[Run]:
     """The local engine at concurrency 1 and 32, after the core table."""
 
     def serve(label, sets, rounds):
-        terms = [term("start", "torch"), term("hf_setup", "torch", what="setup")]
+        terms = [term("start", "torch"), term("torchax_setup", "torch", what="setup")]
         terms.append(term("serve_request", "torch", rounds, "requests"))
         sets = {"tasks": "[serve]", "serve.engine": "local", **sets}
         return Run(label, "scenarios/gemma270m.yaml", "torch", sets, terms, core=False)
@@ -267,14 +261,16 @@ def serve_runs() -> list[Run]:
     ]
 
 
+PADDING_CELLS = 4  # scenarios/padding.yaml's matrix (a test resolves it)
+
+
 def padding_runs() -> list[Run]:
-    """The padding matrices (static, dynamic, bucketed: three runs each), if time remains."""
-    steps = 3 * W1_STEPS["train.steps"]
-    setup_what, setup_s, setup_source, setup_kind = tunix_setup_term()
-    fsdp_terms = [term("start", "gpu-fsdp"), term("hf_setup", "gpu-fsdp", 3, "setup")]
-    fsdp_terms.append(term("torch_compile", "gpu-fsdp", 3, "compiles"))
-    tunix_terms = [term("start", "jax-tunix"), (f"setup (3 x {setup_s:.1f} s)", 3 * setup_s, setup_source, setup_kind)]
-    tunix_terms.append(term("tunix_compile", "jax-tunix", 3, "compiles"))
+    """The padding matrices (static, dynamic, bucketed, packed: PADDING_CELLS runs each), if time remains."""
+    steps = PADDING_CELLS * W1_STEPS["train.steps"]
+    fsdp_terms = [term("start", "gpu-fsdp"), term("torchax_setup", "gpu-fsdp", PADDING_CELLS, "setup")]
+    fsdp_terms.append(term("torch_compile", "gpu-fsdp", PADDING_CELLS, "compiles"))
+    tunix_terms = [term("start", "jax-tunix"), term("tunix_setup", "jax-tunix", PADDING_CELLS, "setup")]
+    tunix_terms.append(term("tunix_compile", "jax-tunix", PADDING_CELLS, "compiles"))
     sets = {"parallel.devices": 1, **W1_STEPS}
     return [
         Run(
@@ -284,7 +280,7 @@ def padding_runs() -> list[Run]:
             {**sets, **FSDP_FAST},
             [*fsdp_terms, term("fsdp_step", "gpu-fsdp", steps, "steps")],
             core=False,
-            cells=3,
+            cells=PADDING_CELLS,
         ),
         Run(
             "padding jax-tunix",
@@ -293,7 +289,7 @@ def padding_runs() -> list[Run]:
             sets,
             [*tunix_terms, term("tunix_step", "jax-tunix", steps, "steps")],
             core=False,
-            cells=3,
+            cells=PADDING_CELLS,
         ),
     ]
 
@@ -343,6 +339,8 @@ def archive(results: Path, out: Path) -> None:
     part = out / "records.tgz.part"
     with tarfile.open(part, "w:gz") as tar:
         tar.add(results, arcname=".")
+        if calibration_dir(results).is_dir():
+            tar.add(calibration_dir(results), arcname="calibration")
     os.replace(part, out / "records.tgz")
 
 
@@ -368,10 +366,12 @@ def smoke_kernels(found: list[Run], out: Path) -> None:
         print(f"kernel smoke tests did not complete ({type(error).__name__}: {error}); no fallbacks pinned", flush=True)
 
 
-def execute(found: list[Run], out: Path, results: Path, tiny: bool, only: int | None, deadline_s: float) -> int:
-    """Each run in order while the deadline leaves its slot; after each, its line in
-    $OUT/runs.tsv and every record so far in $OUT/records.tgz, and the archive again
-    however the loop ends."""
+def execute(
+    found: list[Run], out: Path, results: Path, tiny: bool, only: int | None, deadline_s: float, first: int = 1
+) -> int:
+    """Each run in order (from entry `first`, or entry `only` alone) while the deadline
+    leaves its slot; after each, its line in $OUT/runs.tsv and every record so far in
+    $OUT/records.tgz, and the archive again however the loop ends."""
     out.mkdir(parents=True, exist_ok=True)
     results.mkdir(parents=True, exist_ok=True)
     ledger = out / "runs.tsv"
@@ -380,7 +380,7 @@ def execute(found: list[Run], out: Path, results: Path, tiny: bool, only: int | 
     begun = time.monotonic()
     try:
         for index, run in enumerate(found, 1):
-            if only is None or index == only:
+            if (only is None and index >= first) or index == only:
                 run_one(run, out, results, tiny, deadline_s - (time.monotonic() - begun))
         if not tiny:
             calibrate(results, out, deadline_s - (time.monotonic() - begun))
@@ -429,19 +429,28 @@ def run_one(run: Run, out: Path, results: Path, tiny: bool, left: float) -> None
 CALIBRATED = ("w1-torchax", "w1-jax-tunix")  # the JAX backends' W1 runs (issue 37, calibration (a))
 
 
+def calibration_dir(results: Path) -> Path:
+    """Where the calibration files go: beside the results folder, not in it (no record)."""
+    return results.parent / f"{results.name}-calibration"
+
+
 def calibrate(results: Path, out: Path, left_s: float) -> None:
     """The projection's calibration on this card (benchmarks/gpu_calibration.py): each JAX
     W1 record's step compiled here, bounded with the card's peak, HBM and NVLink, beside the
-    measured step; printed into $OUT/calibration.txt, each .calibration.json beside its
-    record (so in records.tgz). Only while the deadline leaves time: a compile is ~30 s."""
+    measured step; printed into $OUT/calibration.txt, each .calibration.json in a folder
+    beside the results (archived as calibration/ in records.tgz; outside the results,
+    which `bench report` reads as records). Only while the deadline leaves time: a
+    compile is ~30 s."""
     lines = []
+    into = calibration_dir(results)
     for slug_dir in sorted(p for p in results.glob("*") if p.name.endswith(CALIBRATED)):
         for record in sorted(r for r in slug_dir.rglob("*.json") if not r.name.endswith(".calibration.json")):
             if left_s < 60:
                 lines.append(f"{record.name}: not calibrated, {left_s:.0f} s left before the deadline")
                 continue
             started = time.monotonic()
-            command = [sys.executable, str(ROOT / "benchmarks" / "gpu_calibration.py"), str(record)]
+            into.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, str(ROOT / "benchmarks" / "gpu_calibration.py"), str(record), "--out", str(into)]
             try:
                 done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=left_s)
                 lines.append((done.stdout + done.stderr).strip() or f"{record.name}: exit {done.returncode}")
@@ -482,6 +491,7 @@ def main(argv: list[str]) -> int:
     environment(Path(os.environ.get("CACHE", "/tmp/bench-cache")))
     tiny = os.environ.get("DEVICE_SUITE_TINY") == "1"
     only = int(os.environ["DEVICE_SUITE_ONLY"]) if os.environ.get("DEVICE_SUITE_ONLY") else None
+    first = int(os.environ.get("DEVICE_SUITE_FROM", "1"))
     deadline = float(os.environ.get("DEADLINE_S", DEADLINE_S))
     results = Path(os.environ.get("RESULTS", "/tmp/bench-results"))
     print(f"runs: {shlex.join(r.slug for r in found)}", flush=True)
@@ -490,7 +500,7 @@ def main(argv: list[str]) -> int:
     results.mkdir(parents=True, exist_ok=True)
     with (results / "plan.txt").open("w") as stream:  # in records.tgz: $OUT returns at most 8 files
         print_plan(found, out, stream)
-    return execute(found, Path(out), results, tiny, only, deadline)
+    return execute(found, Path(out), results, tiny, only, deadline, first)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for path in map(Path, args.records):
         record = json.loads(path.read_text())
+        if record.get("status") != "ok":  # a cut or failed run has no measured step to calibrate
+            reason = ((record.get("failure") or {}).get("reason") or "no reason recorded").splitlines()[0]
+            print(f"{path.name}: not calibrated: the run {record.get('status', 'has no status')} ({reason})")
+            continue
         programs, seq_len, platform = compile_record(record)
         result = calibration(record, programs, seq_len)
         result["compiled_on"] = platform

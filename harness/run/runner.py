@@ -447,7 +447,10 @@ def execute_run(
                 start_new_session=True,  # its own process group: a kill reaches its children
             )
         stop = threading.Event()
-        follower = threading.Thread(target=_follow_events, args=(events_path, on_event, stop), daemon=True)
+        reached = Progress(launched)
+        follower = threading.Thread(
+            target=_follow_events, args=(events_path, reached.watching(on_event), stop), daemon=True
+        )
         follower.start()
         try:
             timed_out = _wait(proc, timeout_s)
@@ -457,12 +460,50 @@ def execute_run(
         finally:
             stop.set()
             follower.join(timeout=5)
-        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path, launcher)
+        outcome = _outcome(proc.returncode, timed_out, timeout_s, facts_path, log_path, launcher, reached)
         if "facts" in outcome:
             # The whole run as billed: interpreter start, launcher (torchrun) and
             # imports included, which the worker's own clock cannot see.
             outcome["facts"]["process_s"] = time.perf_counter() - launched
         return outcome
+
+
+class Progress:
+    """How far the worker got, from its events: a run killed at its time limit says in
+    which phase and after how many steps, so a too-tight budget shows what to raise."""
+
+    def __init__(self, launched: float) -> None:
+        self.launched = launched
+        self.phase: str | None = None
+        self.phase_at_s = 0.0
+        self.steps = 0
+        self.last_step_at_s = 0.0
+        self.unit = "step"
+
+    def watching(self, on_event: Callable[[dict], None]) -> Callable[[dict], None]:
+        def seen(event: dict) -> None:
+            self.note(event, time.perf_counter() - self.launched)
+            on_event(event)
+
+        return seen
+
+    def note(self, event: dict, at_s: float) -> None:
+        if event.get("event") == "phase":
+            self.phase, self.phase_at_s = str(event.get("name")), at_s
+        elif event.get("event") in ("step", "request"):
+            self.unit = "request" if event["event"] == "request" else "step"
+            self.steps += 1
+            self.last_step_at_s = at_s
+
+    def said(self) -> str:
+        """Where the worker was when killed, in seconds since its launch."""
+        done = f"{self.steps} {self.unit}(s) done, the last ending {self.last_step_at_s:.1f} s after launch"
+        if self.phase is None:
+            return done if self.steps else "before the worker reported any progress (start, imports, backend load)"
+        where = f"in phase '{self.phase}', entered {self.phase_at_s:.1f} s after launch"
+        if self.phase != "steps":
+            return where
+        return f"{where}, " + (done if self.steps else "during the first step (its compile included)")
 
 
 def _follow_events(path: Path, on_event: Callable[[dict], None], stop: threading.Event) -> None:
@@ -519,6 +560,7 @@ def _outcome(
     facts_path: Path,
     log_path: Path,
     launcher: launchers.Single = launchers.LAUNCHERS["single"],
+    reached: Progress | None = None,
 ) -> dict:
     """The worker's facts, or its failure: its own, one its ranks reported (the
     launcher says where they write), else how it exited."""
@@ -527,7 +569,8 @@ def _outcome(
         return {
             "failure": {
                 "kind": "timeout",
-                "reason": f"exceeded the run time limit of {timeout_s:g} s; killed",
+                "reason": f"exceeded the run time limit of {timeout_s:g} s; killed"
+                + (f" {reached.said()}" if reached is not None else ""),
                 "exit_code": code,
                 "log_tail": tail,
             }

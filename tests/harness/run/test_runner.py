@@ -81,6 +81,7 @@ def test_one_raises_one_times_out_one_is_killed_and_the_sweep_goes_on(tmp_path, 
     assert crashed["kind"] == "error" and "injected fault" in crashed["reason"] and crashed["exit_code"] == 1
     assert "RuntimeError" in crashed["log_tail"]
     assert timed_out["kind"] == "timeout" and "3 s" in timed_out["reason"]
+    assert "before the worker reported any progress" in timed_out["reason"]  # it hung before its phase
     assert killed["kind"] == "killed" and "SIGKILL" in killed["reason"] and killed["exit_code"] == -9
     assert len({crashed["reason"], timed_out["reason"], killed["reason"]}) == 3
 
@@ -211,3 +212,21 @@ def test_the_backend_is_torn_down_after_its_facts_are_written_whatever_happened(
         assert (code, facts) == (0, {"loop": "done"})
     else:
         assert code == 1 and "the run broke" in facts["failure"]["reason"]
+
+
+def test_a_timed_out_run_says_how_far_its_worker_got():
+    """The failure of a run cut at its limit names the phase and the steps done, each
+    with its time since launch, so a budget too tight says which term to raise."""
+    from harness.run.runner import Progress
+
+    progress = Progress(launched=0.0)
+    progress.note({"event": "phase", "name": "setup"}, 1.0)
+    assert progress.said() == "in phase 'setup', entered 1.0 s after launch"
+    progress.note({"event": "phase", "name": "steps"}, 34.5)
+    assert progress.said().endswith("entered 34.5 s after launch, during the first step (its compile included)")
+    progress.note({"event": "step", "index": 0}, 80.25)
+    progress.note({"event": "step", "index": 1}, 81.0)
+    assert progress.said().endswith("2 step(s) done, the last ending 81.0 s after launch")
+    serving = Progress(launched=0.0)
+    serving.note({"event": "request", "index": 0}, 12.0)
+    assert serving.said() == "1 request(s) done, the last ending 12.0 s after launch"
