@@ -70,19 +70,41 @@ def run_alone_if_serial(serial: bool):
             fcntl.flock(turnstile, fcntl.LOCK_UN)
 
 
-def pytest_collection_modifyitems(items):
-    """Files with real training or serving runs (`slow`) first, so that the two workers
-    end together on the quick files rather than one waiting on a late compile-heavy file
-    (xdist hands out files in this order: `--no-loadscope-reorder`); each file's serial
-    tests last, in their order, so its module fixtures (a server, a shared run) are
-    mostly built while the other worker still works."""
+def measured_file_seconds(tier: str) -> dict[str, float]:
+    """Each test file's measured test time in this tier (tests/file_durations.json), by
+    path relative to the repository."""
+    try:
+        return json.loads((Path(__file__).parent / "file_durations.json").read_text())[tier]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with real training or serving runs (`slow`) first, the longest first by their
+    measured time in this tier (tests/file_durations.json; a file not measured yet counts
+    as 0 s), so that the two workers end together on the quick files rather than one
+    waiting on a late compile-heavy file (xdist hands out files in this order:
+    `--no-loadscope-reorder`); each file's serial tests last, in their order, so its
+    module fixtures (a server, a shared run) are mostly built while the other worker
+    still works."""
+    tier = "fast" if "not slow" in (config.getoption("markexpr") or "") else "slow"
+    seconds = measured_file_seconds(tier)
     files: dict = {}
     for item in items:
         files.setdefault(item.path, [len(files), True])
         if item.get_closest_marker("slow"):
             files[item.path][1] = False
+
+    def measured(item) -> float:
+        return seconds.get(item.path.relative_to(ROOT).as_posix(), 0.0)
+
     items.sort(
-        key=lambda item: (files[item.path][1], files[item.path][0], item.get_closest_marker("serial") is not None)
+        key=lambda item: (
+            files[item.path][1],
+            -measured(item),
+            files[item.path][0],
+            item.get_closest_marker("serial") is not None,
+        )
     )
 
 
