@@ -30,6 +30,12 @@ def pytest_configure(config):
         "markers",
         "serial: times something against the wall clock; runs while no other test does (see run_alone_if_serial)",
     )
+    # One math thread in every process the tests start (bench's CLIs, workers, ranks) and
+    # in this one: xdist runs two test files at a time on CI's 2 cores, and two OpenMP
+    # threads a process then spin against the other worker's and against each other
+    # (a tiny torch step measured 3x-6x slower with 2 threads than with 1 under that load;
+    # tests/backends/test_serve_local.py saw 10x). Records state it (provenance environment).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     # One tokenizer cache for the session, never the user's.
     os.environ.setdefault("BENCH_CACHE_DIR", str(Path(config.rootpath) / ".pytest_cache" / "bench-cache"))
     flags = os.environ.get("XLA_FLAGS", "")
@@ -52,22 +58,35 @@ def _lock_files() -> tuple[Path, Path] | None:
     return folder / f"bench-tests-{run}.turnstile", folder / f"bench-tests-{run}.running"
 
 
+_held_alone: list = []  # the lock files while a run of serial tests keeps them (see below)
+
+
 @contextlib.contextmanager
-def run_alone_if_serial(serial: bool):
+def run_alone_if_serial(serial: bool, keep_for_next: bool = False):
+    """Hold RUNNING shared (a test) or exclusive (a serial test); `keep_for_next`: the
+    next test is serial too, in the same file, so the exclusive hold passes straight to
+    it rather than letting the other worker start one test (of minutes) in between."""
     files = _lock_files()
     if files is None:
         yield
         return
-    with open(files[0], "a") as turnstile, open(files[1], "a") as running:
+    if not _held_alone:
+        turnstile, running = open(files[0], "a"), open(files[1], "a")
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         fcntl.flock(running, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
         if not serial:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
+        _held_alone.extend([turnstile, running])
+    try:
+        yield
+    finally:
+        if not (serial and keep_for_next):
+            turnstile, running = _held_alone
+            _held_alone.clear()
             fcntl.flock(running, fcntl.LOCK_UN)
             fcntl.flock(turnstile, fcntl.LOCK_UN)
+            running.close()
+            turnstile.close()
 
 
 def measured_file_seconds(tier: str) -> dict[str, float]:
@@ -110,7 +129,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    with run_alone_if_serial(item.get_closest_marker("serial") is not None):
+    serial = item.get_closest_marker("serial") is not None
+    next_serial_here = (
+        nextitem is not None and nextitem.path == item.path and nextitem.get_closest_marker("serial") is not None
+    )
+    with run_alone_if_serial(serial, keep_for_next=serial and next_serial_here):
         yield
 
 

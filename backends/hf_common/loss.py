@@ -136,6 +136,12 @@ class TokenLoss(torch.nn.Module):
             self.liger = LigerFusedLinearCrossEntropyLoss(
                 ignore_index=IGNORE_INDEX, reduction="sum", softcap=self.softcap
             )
+            # Liger reads a count back to the host (`.item()`) inside its forward: run it
+            # outside the compiled region, one clean break, not a graph split mid-kernel.
+            # Wrapped here, not by a decorator on the class: torch.compiler.disable imports
+            # torch._dynamo (~3 s of CPU), which every import of this module (each backend
+            # probe's interpreter) would otherwise pay.
+            self._liger_outside_compile = torch.compiler.disable(self.liger)
 
     def forward(self, input_ids, attention_mask, labels, position_ids=None):
         lm = causal_lm(self.model)
@@ -157,14 +163,11 @@ class TokenLoss(torch.nn.Module):
             return F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="sum"), logits[:0]
         if self.kernel == "liger":
             weight = lm.lm_head.weight
-            return self._liger(weight, flat.to(weight.dtype), targets), flat.new_empty(0, dtype=weight.dtype)
+            return (
+                self._liger_outside_compile(weight, flat.to(weight.dtype), targets),
+                flat.new_empty(0, dtype=weight.dtype),
+            )
         return self._chunked(flat, targets)
-
-    @torch.compiler.disable
-    def _liger(self, weight, hidden, targets):
-        # Liger reads a count back to the host (`.item()`) inside its forward: run it
-        # outside the compiled region, one clean break, not a graph split mid-kernel.
-        return self.liger(weight, hidden, targets)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = causal_lm(self.model).lm_head(hidden)

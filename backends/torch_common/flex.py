@@ -70,23 +70,30 @@ def use_flex(model: torch.nn.Module) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flex_attention_mask
 
+    global _cpu_reference_outside_compile
+    # Eager by design (the reference the CPU can differentiate), wrapped here rather than
+    # by a decorator: torch.compiler.disable imports torch._dynamo (~3 s of CPU), which
+    # every import of this module (each backend probe's interpreter) would otherwise pay.
+    _cpu_reference_outside_compile = torch.compiler.disable(_cpu_reference)
     AttentionInterface.register(NAME, attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, flex_attention_mask)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     base.set_attn_implementation(NAME)
 
 
+_cpu_reference_outside_compile = None  # set by use_flex: _cpu_reference, never compiled
+
+
 def attention(module, query, key, value, attention_mask, scaling=None, softcap=None, **kwargs):
     """transformers' attention function: the compiled flex kernel where it can run a
     backward; on a CPU with gradients, flex's unfused reference (same block mask)."""
     if query.device.type == "cpu" and torch.is_grad_enabled():
-        return _cpu_reference(query, key, value, attention_mask, scaling, softcap)
+        return _cpu_reference_outside_compile(query, key, value, attention_mask, scaling, softcap)
     from transformers.integrations.flex_attention import flex_attention_forward
 
     return flex_attention_forward(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap, **kwargs)
 
 
-@torch.compiler.disable  # eager by design: the reference the CPU can differentiate
 def _cpu_reference(query, key, value, block_mask, scaling, softcap):
     from torch._higher_order_ops.flex_attention import flex_attention as flex_op
     from transformers.integrations.sdpa_attention import repeat_kv

@@ -14,7 +14,8 @@ from harness.run.registry import ProbeResult
 def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -> ProbeResult:
     """The requested backend if it can run; otherwise the best available one."""
     if requested:
-        result = registry.probe(requested, registry.interpreter_for(registry.get(requested).name, interpreters))
+        name = registry.get(requested).name
+        result = probe_cache.probe_one(name, registry.interpreter_for(name, interpreters))
         if not result.probe.available:
             raise BackendUnavailable(f"backend {requested!r} is not available: {result.probe.reason}")
         return result
@@ -23,14 +24,14 @@ def choose_backend(requested: str | None, interpreters: dict[str, str] | None) -
         return _best(registry.probe(name, registry.interpreter_for(name, interpreters)) for name in ranked)
     # The probe cache ranks them (harness.run.probe_cache: one probe per backend, kept while
     # its interpreter, packages and code are unchanged); the one chosen is probed afresh,
-    # since a device can be taken since. Only where it no longer runs, all afresh.
+    # since a device can be taken since (not a CPU). Only where it no longer runs, all afresh.
     cached, hits, _ = probe_cache.probe_all(ranked, interpreters)
     try:
         chosen = _best(iter(cached))
     except BackendUnavailable:
         chosen = None
-    if chosen is not None and not hits:
-        return chosen  # every answer was probed just now
+    if chosen is not None and (not hits or chosen.probe.device_kind == "cpu"):
+        return chosen  # every answer was probed just now, or the CPU, which cannot be taken
     if chosen is not None:
         fresh = registry.probe(chosen.name, chosen.python)
         if fresh.probe.available and fresh.probe.device_kind == chosen.probe.device_kind:

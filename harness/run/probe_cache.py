@@ -8,6 +8,8 @@ path and mtime, the `*.dist-info` names (package and version) and mtimes of its
 site-packages folders, the files of `harness/` and `backends/` (path, size, mtime), and
 the device-selecting variables. A key that matches answers from the cache; anything
 changed, or an answer older than a day (a device can appear or be taken), probes again.
+A run that names its backend reuses only an available CPU answer (probe_one): a CPU
+cannot be taken since, while an accelerator's answer is always probed afresh.
 A probe that timed out is never kept (the machine was busy, not the backend unable).
 
 The cache is one JSON file: $BENCH_CACHE_DIR, else $XDG_CACHE_HOME/bench, else
@@ -149,3 +151,22 @@ def probe_all(names: list[str], interpreters: dict[str, str] | None, fresh: bool
             keep(cache, keys[i], result.probe)
         results.append(result)
     return results, len(hits), save(cache)
+
+
+def probe_one(name: str, python: str):
+    """The probe of the backend a run names: an available CPU answer from the cache where
+    its key matches (everything else it depends on is in the key, and a CPU cannot be
+    taken since); an accelerator's answer, an unavailable one, or a miss, afresh, kept.
+    Saves a run on the CPU one interpreter start (its framework's imports: seconds)."""
+    from harness.run import registry
+
+    cache = load()
+    cache_key = key(name, python)
+    hit = lookup(cache, cache_key) if cache_key else None
+    if hit is not None and hit.available and hit.device_kind == "cpu":
+        return registry.ProbeResult(name, python, hit)
+    result = registry.probe(name, python)
+    if cache_key:
+        keep(cache, cache_key, result.probe)
+        save(cache)
+    return result

@@ -29,6 +29,22 @@ ARCH = MODEL_PRESETS["tiny-gemma3"]
 WINDOW = ARCH["sliding_window"]  # 32
 
 
+@pytest.fixture(autouse=True)
+def block_masks_built_uncompiled(monkeypatch):
+    """The in-process tests build transformers' flex block masks without compiling their
+    builder: the same BlockMask from the same mask function, where the compiled builder
+    cost an inductor C++ compile per mask kind and shape (21-33 s each on this CPU against
+    0.02 s). The `bench run` tests below run in their own processes, as users' runs do."""
+    from transformers import masking_utils
+
+    build = masking_utils.create_block_mask
+
+    def uncompiled(*args, **kwargs):
+        return build(*args, **{**kwargs, "_compile": False})
+
+    monkeypatch.setattr(masking_utils, "create_block_mask", uncompiled)
+
+
 def lora_model():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
@@ -72,11 +88,13 @@ def loss_and_grads(model, ids, labels, positions, calls=None):
 
 
 class Counting:
-    """Counts calls of flex's CPU path (each layer's attention on flex)."""
+    """Counts calls of flex's CPU path (each layer's attention on flex), as use_flex set
+    it: the reference wrapped to run outside any compiled region."""
 
     def __init__(self, monkeypatch):
         self.calls = 0
-        original = flex._cpu_reference
+        original = flex._cpu_reference_outside_compile
+        assert original is not None  # use_flex ran first
 
         def counted(*args):
             self.calls += 1
@@ -84,7 +102,7 @@ class Counting:
             assert type(block_mask).__name__ == "BlockMask"  # never a dense mask
             return original(*args)
 
-        monkeypatch.setattr(flex, "_cpu_reference", counted)
+        monkeypatch.setattr(flex, "_cpu_reference_outside_compile", counted)
 
 
 @pytest.mark.slow

@@ -503,7 +503,8 @@ def test_a_model_tunix_cannot_build_is_a_failed_record_naming_the_field(tmp_path
 # real weights during setup (Gemma3.__call__ patched to note whether its weights were traced).
 TUNIX_LORA_PASSES = """
 import json, os, sys
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+# Added to the flags the worker environment passes down (the tests' LLVM level 0), not in their place.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
 from types import SimpleNamespace
 import jax, jax.numpy as jnp, numpy as np
 from flax import nnx

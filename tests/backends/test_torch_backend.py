@@ -32,7 +32,9 @@ def repeated_data_run(tmp_path_factory):
     of the compiled step, where each of them once started its own run."""
     tmp = tmp_path_factory.mktemp("torch")
     results = tmp / "results"
-    sets = ["train.steps=20", "data.num_examples=4", "train.optimizer.lr=0.01"]
+    # PROVENANCE_ENV's OMP_NUM_THREADS=2 is what the record must state; the math runs on
+    # one thread (backend_options.torch.cpu_threads), as every other test run does.
+    sets = ["train.steps=20", "data.num_examples=4", "train.optimizer.lr=0.01", "backend_options.torch.cpu_threads=1"]
     args = [a for kv in sets for a in ("--set", kv)]
     path = write_scenario(tmp, TINY)
     done = bench("run", str(path), "--results-dir", str(results), "--no-progress", *args, env=PROVENANCE_ENV)
@@ -173,10 +175,10 @@ def test_the_compiled_step_has_no_graph_break_and_learns_like_eager(repeated_dat
         *("train.steps=3", "train.warmup_steps=1", "train.window_steps=0"),
         *("data.num_examples=4", "train.optimizer.lr=0.01"),  # the shared run's data and lr
         *("backend_options.torch.compile=true", "backend_options.torch.compile_backend=aot_eager"),
+        "backend_options.torch.cpu_threads=1",  # the reference's math threads, so the same reductions
     ]
     args = [a for kv in sets for a in ("--set", kv)]
     path = write_scenario(tmp_path, TINY)
-    # PROVENANCE_ENV: the reference's math threads, so the same reductions
     done = bench("run", str(path), "--results-dir", str(results), "--no-progress", *args, env=PROVENANCE_ENV)
     assert done.returncode == 0, done.stderr + done.stdout
     (record,) = records_in(results)

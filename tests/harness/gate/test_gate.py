@@ -100,10 +100,12 @@ def test_a_malformed_budgets_file_exits_2_naming_file_and_field(tmp_path, text, 
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-@pytest.mark.serial
 @pytest.mark.slow
 def test_a_real_slowdown_fails_the_gate_naming_metric_limit_and_value(tmp_path):
-    """A sleep injected into every step (test-only hook) against an unslowed baseline."""
+    """A sleep injected into every step (test-only hook) against an unslowed baseline.
+    Not `serial`: the sleep is twice the baseline's own median step, so load on either run
+    only widens the gap (a loaded baseline lengthens the sleep; a loaded slowed run its
+    steps); it would take a baseline step of 3x its median to read as noise."""
     path = str(write_scenario(tmp_path, TINY))
     # Five measured steps a run (one warm-up): fully apart, 5 against 5 is p = 0.004 in the
     # noise test (alpha 0.05), still under 0.05 with two steps overlapping; one backend probed.

@@ -3,6 +3,7 @@ backend chosen by priority (harness.run.choice.choose_backend), not by name."""
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 from harness.plan import launchers
@@ -87,3 +88,32 @@ def test_a_cold_probe_cache_probes_each_backend_once(monkeypatch):
     monkeypatch.setattr(probe_cache, "probe_all", lambda names, interpreters: (_results({"torch": "cpu"}), 0, None))
     monkeypatch.setattr(registry, "probe", lambda name, python, timeout_s=180.0: probed.append(name))
     assert choice.choose_backend(None, {}).name == "torch" and probed == []
+
+
+def test_a_run_naming_its_backend_reuses_only_an_available_cpu_answer(monkeypatch, tmp_path):
+    """`bench run --backend B`: an available CPU answer in the cache (its key matched) is
+    used as it is, with no probe interpreter; an accelerator's answer, an unavailable one
+    or a miss is probed afresh and kept."""
+    from harness.run import probe_cache
+
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    answers = {"torch": ("cpu", True), "gpu-fsdp": ("cuda", True), "torchax": ("cpu", False)}
+    probed = []
+
+    def fresh_probe(name, python, timeout_s=180.0):
+        probed.append(name)
+        kind, available = answers[name]
+        return registry.ProbeResult(name, python, Probe(available, "" if available else "no", kind, "d", 1))
+
+    monkeypatch.setattr(registry, "probe", fresh_probe)
+    python = sys.executable
+    for _ in range(2):
+        for name in answers:
+            result = probe_cache.probe_one(name, python)
+            assert (result.probe.device_kind, result.probe.available) == answers[name]
+    # torch once (then from the cache); gpu-fsdp (an accelerator) and torchax (unavailable) each time
+    assert sorted(probed) == sorted(["torch", "gpu-fsdp", "gpu-fsdp", "torchax", "torchax"])
+    monkeypatch.setattr(probe_cache, "_code", lambda: [("harness/changed.py", 1, 1)])  # the code changed
+    probe_cache.probe_one("torch", python)
+    assert probed.count("torch") == 2
+    assert choice.choose_backend("torch", {}).name == "torch" and probed.count("torch") == 2  # what a run calls

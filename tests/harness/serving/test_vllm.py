@@ -33,7 +33,11 @@ from harness.serving.prompts import build_prompts
 
 from conftest import ROOT, TINY, bench, failures_in, records_in, write_scenario
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # every test times a live server or shares one that does
+# `serial` (run alone, tests/conftest.py) where a test's verdict reads a latency, a rate or
+# a chunking that load on the other core would change, or it shares such a test's run; the
+# tests that count tokens, cached blocks and completions run beside the other worker, and
+# the first of them starts the module's server while that worker still works.
+pytestmark = [pytest.mark.slow]
 VLLM_PYTHON = os.environ.get("BENCH_VLLM_PYTHON")
 FAKE = ROOT / "tests" / "fake_openai.py"
 OUTPUT_TOKENS, NUM_REQUESTS, WARMUP = 16, 8, 1
@@ -161,6 +165,7 @@ def check_definitions(record: dict, requests: int = NUM_REQUESTS, length: int = 
     return measured
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_bench_against_vllm_follows_the_definitions(endpoint_sweep, concurrency):
     record = endpoint_sweep[0][concurrency]
@@ -181,6 +186,7 @@ def test_bench_against_vllm_follows_the_definitions(endpoint_sweep, concurrency)
         assert record["metrics"]["duration_s"] < busy
 
 
+@pytest.mark.serial
 def test_a_three_point_rate_sweep_against_vllm(launched_rate_sweep):
     """`sweep: {request_rate: [2, 8, 32]}` against vLLM (the launch-mode run's), steady
     (gamma) arrivals: three records with one sweep id, every request the forced length by
@@ -201,6 +207,7 @@ def test_a_three_point_rate_sweep_against_vllm(launched_rate_sweep):
     assert achieved == sorted(achieved) and len(set(achieved)) == 3, achieved
 
 
+@pytest.mark.serial
 def test_vllm_bench_serve_counts_the_same_tokens(server, endpoint_sweep, tmp_path_factory):
     """vLLM's own load generator, same server, prompts, output length and concurrency:
     token counts agree exactly; the latencies are printed side by side for the docs."""
@@ -251,6 +258,7 @@ def test_vllm_bench_serve_counts_the_same_tokens(server, endpoint_sweep, tmp_pat
         Path(out).write_text(json.dumps({"side_by_side": side_by_side, "bench": ours, "vllm": theirs["raw"]}, indent=1))
 
 
+@pytest.mark.serial
 def test_a_20_request_trace_is_replayed_against_vllm_at_its_arrival_times(server, tmp_path):
     """A bursty 20-request trace (Mooncake format, ms): every request is sent within 50
     ms of its recorded arrival (from the first measured request), every answer the
@@ -346,6 +354,7 @@ def launched_rate_sweep(tmp_path_factory) -> tuple[list[dict], str]:
     return sorted(records_in(work / "r"), key=lambda r: r["sweep"]["index"]), marker
 
 
+@pytest.mark.serial
 def test_launch_mode_starts_vllm_measures_and_stops_it(launched_rate_sweep):
     records, marker = launched_rate_sweep
     for record in records:
@@ -355,6 +364,7 @@ def test_launch_mode_starts_vllm_measures_and_stops_it(launched_rate_sweep):
     assert gone_within(marker, 10) == []
 
 
+@pytest.mark.serial
 def test_a_run_killed_at_its_time_limit_stops_its_launched_server(tmp_path):
     """The runner ends a worker past its time limit by signalling the worker's process
     group; a launched server runs in a session of its own, so the worker must stop it."""
