@@ -61,6 +61,49 @@ def _lock_files() -> tuple[Path, Path] | None:
 _held_alone: list = []  # the lock files while a run of serial tests keeps them (see below)
 
 
+def shared_across_workers(name: str, compute):
+    """compute()'s JSON-able answer once per test session, whichever xdist worker asks
+    first; the other waits for it (a file lock) and reads it. For one expensive run two
+    test files read: `--dist loadfile` gives each file's module fixtures to one worker,
+    so a fixture alone would run twice. Not kept if compute() raises (the next asker
+    tries again and says why)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return compute()  # one process: the callers' fixtures already run it once each
+    folder = Path(tempfile.gettempdir()) / f"bench-tests-{run}.shared"
+    folder.mkdir(exist_ok=True)
+    answer = folder / f"{name}.json"
+    with open(folder / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if answer.exists():
+            return json.loads(answer.read_text())
+        value = compute()
+        part = answer.with_suffix(".part")
+        part.write_text(json.dumps(value))
+        part.rename(answer)
+        return value
+
+
+def jax_kernels_probe(backend: str) -> dict:
+    """benchmarks/probes/jax_kernels_probe.py in the backend's interpreter: the attention
+    and loss-kernel probes in one start, read by tests/backends/test_jax_attention.py and test_jax_loss_kernels.py."""
+    from harness.run.registry import interpreter_for, worker_env
+
+    def run() -> dict:
+        done = subprocess.run(
+            [interpreter_for(backend), str(ROOT / "benchmarks" / "probes" / "jax_kernels_probe.py"), backend],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**worker_env(), "PYTHONPATH": str(ROOT)},
+            timeout=1200,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    return shared_across_workers(f"jax-kernels-probe-{backend}", run)
+
+
 @contextlib.contextmanager
 def run_alone_if_serial(serial: bool, keep_for_next: bool = False):
     """Hold RUNNING shared (a test) or exclusive (a serial test); `keep_for_next`: the

@@ -1,7 +1,7 @@
 """Is the JAX backends' unmasked attention the masked one's equal? Answer: docs/measurements/device-suite.md, "Attention without a padding mask".
 The JAX backends' attention without a padding mask (jax.nn.dot_product_attention,
 #36) against their masked path, in the backend's own interpreter (torchax: the
-project's; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by tests/backends/test_jax_attention.py.
+project's; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by tests/backends/test_jax_attention.py (through jax_kernels_probe.py).
 
     PYTHONPATH=. python benchmarks/probes/jax_attention_probe.py torchax|jax-tunix
 

@@ -1,7 +1,8 @@
 """Does the chunked loss match the plain one, with less memory? Answer: docs/measurements/xla-and-jax-backends.md, "Chunked cross-entropy".
 The JAX backends' loss kernels probed, in the backend's own interpreter (torchax: the
 project's, or BENCH_PYTHON_TORCHAX; jax-tunix: BENCH_PYTHON_JAX_TUNIX). Run by
-tests/backends/test_jax_loss_kernels.py and by bench_train_execution.py (memory only).
+tests/backends/test_jax_loss_kernels.py (through jax_kernels_probe.py) and by
+bench_train_execution.py (memory only).
 
     PYTHONPATH=. python benchmarks/probes/jax_loss_probe.py torchax|jax-tunix [memory]
 

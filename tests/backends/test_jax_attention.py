@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, stack_or_skip
+from conftest import ROOT, jax_kernels_probe, stack_or_skip
 
 STACKS = {
     "torchax": ("torchax", "torchax", "pip install -e '.[torchax]'"),
@@ -27,20 +27,9 @@ CASES = {"static, window < sequence", "dynamic, window < sequence", "static, win
 
 @pytest.fixture(scope="module", params=sorted(STACKS))
 def probe(request):
-    from harness.run.registry import interpreter_for, worker_env
-
     backend = request.param
     stack_or_skip(*STACKS[backend])
-    done = subprocess.run(
-        [interpreter_for(backend), str(ROOT / "benchmarks" / "probes" / "jax_attention_probe.py"), backend],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**worker_env(), "PYTHONPATH": str(ROOT)},
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return backend, json.loads(done.stdout.strip().splitlines()[-1])
+    return backend, jax_kernels_probe(backend)["attention"]
 
 
 @pytest.mark.slow

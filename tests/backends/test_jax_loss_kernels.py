@@ -8,12 +8,9 @@ benchmarks/probes/jax_loss_probe.py, runs in each backend's own interpreter."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
-from conftest import ROOT, bench, stack_or_skip, write_scenario
+from conftest import ROOT, bench, jax_kernels_probe, stack_or_skip, write_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -26,20 +23,11 @@ FULL_LOGITS_FP32 = 4 * 512 * 262_144 * 4  # [4, 512, 262144] fp32: 2 GiB
 
 @pytest.fixture(scope="module", params=sorted(STACKS))
 def probe(request):
-    from harness.run.registry import interpreter_for, worker_env
-
+    """The loss half of benchmarks/probes/jax_kernels_probe.py (one interpreter per stack
+    for both probes, shared with tests/backends/test_jax_attention.py)."""
     backend = request.param
     stack_or_skip(*STACKS[backend])
-    done = subprocess.run(
-        [interpreter_for(backend), str(ROOT / "benchmarks" / "probes" / "jax_loss_probe.py"), backend],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**worker_env(), "PYTHONPATH": str(ROOT)},
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return backend, json.loads(done.stdout.strip().splitlines()[-1])
+    return backend, jax_kernels_probe(backend)["loss"]
 
 
 def test_chunked_equals_plain_in_loss_and_lora_gradients(probe):

@@ -187,11 +187,11 @@ def test_bench_against_vllm_follows_the_definitions(endpoint_sweep, concurrency)
 
 
 @pytest.mark.serial
-def test_a_three_point_rate_sweep_against_vllm(launched_rate_sweep):
-    """`sweep: {request_rate: [2, 8, 32]}` against vLLM (the launch-mode run's), steady
+def test_a_three_point_rate_sweep_against_vllm(rate_sweep):
+    """`sweep: {request_rate: [2, 8, 32]}` against vLLM (the module's server), steady
     (gamma) arrivals: three records with one sweep id, every request the forced length by
     the server's usage, and the achieved request rate rising with the offered one."""
-    records, _ = launched_rate_sweep
+    records = rate_sweep
     assert [r["status"] for r in records] == ["ok"] * 3, [r.get("failure") for r in records]
     assert len({r["sweep"]["id"] for r in records}) == 1 and records[0]["sweep"]["id"]
     assert [r["sweep"]["value"] for r in records] == [r["scenario"]["cell"]["serve.load.request_rate"] for r in records]
@@ -333,35 +333,25 @@ def test_cached_prompt_tokens_come_from_vllms_usage_with_a_shared_prefix(server,
 
 
 @pytest.fixture(scope="module")
-def launched_rate_sweep(tmp_path_factory) -> tuple[list[dict], str]:
-    """One `bench run` that starts vLLM itself (`engine: launch`, prefix caching off) and
-    sweeps the request rate over 2, 8 and 32 req/s, steady (gamma) arrivals, on that
-    server: the launch test and the sweep test read its records (sorted by point), so
-    the second vLLM start of the module pays for both. The records and the marker that
-    finds the server's processes."""
-    vllm_or_skip()
-    work, marker = tmp_path_factory.mktemp("launch"), uuid.uuid4().hex
-    block = launch_block(marker)
-    block.update(
-        output_tokens=SWEEP_LENGTH,
-        num_requests=SWEEP_REQUESTS,
-        load={"arrival": "gamma", "burstiness": 100, "seed": 0},
-        sweep={"request_rate": SWEEP_RATES, "max_duration_s": 60},
-    )
+def rate_sweep(server, tmp_path_factory) -> list[dict]:
+    """One `bench run` sweeping the request rate over 2, 8 and 32 req/s, steady (gamma)
+    arrivals, against the module's server (its prefix cache reset first): the sweep test
+    reads its records, sorted by point. A server of its own (a third vLLM start) would
+    prove nothing more: launch mode is the README run's, checked there."""
+    reset_prefix_cache(server)
+    work = tmp_path_factory.mktemp("rates")
+    block = {
+        "engine": "endpoint",
+        "endpoint": {"base_url": server.base_url},
+        "output_tokens": SWEEP_LENGTH,
+        "num_requests": SWEEP_REQUESTS,
+        "load": {"arrival": "gamma", "burstiness": 100, "seed": 0},
+        "sweep": {"request_rate": SWEEP_RATES, "max_duration_s": 60},
+    }
     path = write_scenario(work, scenario_text(block))
     done = bench("run", str(path), "--results-dir", str(work / "r"), "--no-progress")
     assert done.returncode == 0, done.stderr + failures_in(work / "r")
-    return sorted(records_in(work / "r"), key=lambda r: r["sweep"]["index"]), marker
-
-
-@pytest.mark.serial
-def test_launch_mode_starts_vllm_measures_and_stops_it(launched_rate_sweep):
-    records, marker = launched_rate_sweep
-    for record in records:
-        check_definitions(record, SWEEP_REQUESTS, SWEEP_LENGTH)
-        assert record["server"]["command"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
-        assert "APIServer" in record["server"]["log_tail"]  # vLLM's own log, kept
-    assert gone_within(marker, 10) == []
+    return sorted(records_in(work / "r"), key=lambda r: r["sweep"]["index"])
 
 
 @pytest.mark.serial
@@ -464,9 +454,12 @@ def test_the_readmes_first_command_serves_through_vllm_where_it_is_installed(tmp
     with vLLM installed: engine auto launches vLLM, whose random-weight 270M model's
     tokens decode to no text. Every measured request still completes: a chunk with
     choices is a token, the output length is usage's forced 16, and where vLLM sent the
-    chunks' token ids they add up to it."""
+    chunks' token ids they add up to it. Launch mode, as the run used it: vLLM's own
+    server module and log in the record, the definitions hold, and the server's
+    processes (found by a marker they inherit) are gone after the run."""
     python = vllm_or_skip()
-    env = {"BENCH_VLLM_PYTHON": python}
+    marker = uuid.uuid4().hex
+    env = {"BENCH_VLLM_PYTHON": python, "BENCH_TEST_MARKER": marker}
     results = tmp_path / "r"
     done = bench(
         "run", "scenarios/gemma270m.yaml", "--results-dir", str(results), "--no-progress", "--set", "tasks=[serve]",
@@ -481,3 +474,7 @@ def test_the_readmes_first_command_serves_through_vllm_where_it_is_installed(tmp
     for r in measured:
         assert r["chunk_tokens"] is None or sum(r["chunk_tokens"]) == length
     assert record["metrics"]["num_completed"] == len(measured)
+    check_definitions(record, len(measured), length)
+    assert record["server"]["command"][1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert "APIServer" in record["server"]["log_tail"]  # vLLM's own log, kept
+    assert gone_within(marker, 10) == []
