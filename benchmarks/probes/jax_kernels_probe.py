@@ -1,6 +1,5 @@
-"""The attention and loss-kernel probes of one JAX stack in one interpreter (answers:
-docs/measurements/device-suite.md, "Attention without a padding mask", and
-docs/measurements/xla-and-jax-backends.md, chunked cross-entropy). Each was its own
+"""Do the JAX backends' unmasked attention and chunked loss match their references? Answer: docs/measurements/device-suite.md, "Attention without a padding mask"; docs/measurements/xla-and-jax-backends.md, "Chunked cross-entropy".
+The attention and loss-kernel probes of one JAX stack in one interpreter. Each was its own
 interpreter before: a torchax start spends ~11 s on imports and ~5 s on its first model
 build before compiling anything. Run by tests/backends/test_jax_attention.py and
 tests/backends/test_jax_loss_kernels.py (one run shared by both, tests/conftest.py's
