@@ -190,6 +190,8 @@ def test_the_archive_is_written_even_when_the_suite_itself_errs(tmp_path, monkey
     results, out = tmp_path / "results", tmp_path / "out"
     (results / "01-x").mkdir(parents=True)
     (results / "01-x" / "r.json").write_text("{}")
+    device_suite.calibration_dir(results).mkdir()  # beside the results, never read as records
+    (device_suite.calibration_dir(results) / "x.calibration.json").write_text("{}")
 
     def broken(*args):
         raise RuntimeError("the suite's own error")
@@ -198,7 +200,7 @@ def test_the_archive_is_written_even_when_the_suite_itself_errs(tmp_path, monkey
     with pytest.raises(RuntimeError):
         device_suite.execute(device_suite.runs(), out, results, tiny=True, only=None, deadline_s=480)
     with tarfile.open(out / "records.tgz") as tar:
-        assert "./01-x/r.json" in tar.getnames()
+        assert "./01-x/r.json" in tar.getnames() and "calibration/x.calibration.json" in tar.getnames()
 
 
 @pytest.mark.slow

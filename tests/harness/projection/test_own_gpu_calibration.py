@@ -164,3 +164,22 @@ def test_the_device_suites_calibration_probes_beside_a_record_are_neither_points
     (folder / "run1" / "abc.projection.json").write_text(json.dumps({"kind": "tpu_aot"}))
     assert len(gpu_projection.own_gpu_points(folder)) == 1
     assert gpu_projection.own_gpu_skipped(folder) == []
+
+
+def test_the_shipped_h200_records_are_points_of_their_own_bound_recomputed():
+    """The device suite's records in the package (W1 on one H200, 2026-11-28): each one a
+    point, its ratio recomputed here from the record's own measured rate, plan and card."""
+    folder = ROOT / "harness" / "projection" / "calibration_points" / gpu_projection.MEASURED_FOLDER
+    shipped = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+    assert shipped and not gpu_projection.own_gpu_skipped()
+    points = {next(p for p in shipped if p in point.source): point for point in gpu_projection.own_gpu_points()}
+    assert points.keys() == shipped.keys()
+    for name, record in shipped.items():
+        seq = record["scenario"]["resolved"]["sequence"]["max_length"]
+        scenario = Scenario.model_validate(record["scenario"]["resolved"])
+        shape = gpu_projection.shape_of_plan(Plan.model_validate(record["plan"]), scenario.model.architecture())
+        card = gpu_projection.gpu_card(f"{record['accelerator']['catalog_key']}:{record['accelerator']['count']}")
+        bound_s = gpu_projection.step_bound(shape, seq, card)["step_s"]
+        expected = record["metrics"]["tokens_per_s_padded_per_chip"] * bound_s / (record["plan"]["rows_per_step"] * seq)
+        assert points[name].ratio == pytest.approx(expected, rel=1e-12), name
+        assert 0.1 < points[name].ratio < 0.3 and points[name].method == "lora", name  # 0.192 and 0.183 printed
