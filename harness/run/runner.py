@@ -252,9 +252,20 @@ def preflight(request: RunRequest, base: Scenario) -> dict[str, Any]:
     named = request.profile if request.profile not in ("auto", "none") else None
     for run in resolve_runs(source, request.overrides, named):
         registry.validate_backend_options(run.scenario, source)
+        check_host_role(run.scenario.parallel.hosts, requested)
     if not request.dry_run:
         check_results_dir(request.results_dir)
     return catalog
+
+
+def check_host_role(job_hosts: int, backend: str | None) -> None:
+    """This host's place in a multi-host job (BENCH_HOST_RANK, BENCH_COORDINATOR), checked
+    before the probe: a host told a rank outside the job, or a torchrun backend not told
+    its rendezvous, is refused in a second, not after the probe and the plan. The plan's
+    own check (`_plan_sweep`) stays: a device-kind profile may change parallel.hosts."""
+    me = hosts.role(job_hosts)
+    if backend and registry.get(backend).launcher == "torchrun":
+        hosts.require_explicit(me, backend)
 
 
 def check_results_dir(results_dir: Path, flag: str = "--results-dir") -> None:

@@ -11,6 +11,8 @@ from harness.run import registry
 from harness.run.runner import done_already
 from harness.scenario.loader import validate
 
+from conftest import TINY, bench, write_scenario
+
 
 def plan_of(hosts: int, backend: str = "jax-tunix"):
     doc = {
@@ -48,3 +50,25 @@ def test_xla_fsdpv2_refuses_several_hosts_in_one_line_saying_why():
     assert message.startswith("s.yaml: parallel.hosts: 2: ") and "\n" not in message
     assert "TPU slice" in message and "CPU PJRT has no multi-process SPMD" in message
     assert plan_of(1, "xla-fsdpv2").hosts == 1
+
+
+@pytest.mark.parametrize(
+    "rank,coordinator",
+    [("2", "127.0.0.1:1234"), ("", "")],  # a rank outside the job; gpu-fsdp's torchrun not told its rendezvous
+)
+def test_a_host_outside_the_job_is_refused_before_the_probe_naming_the_variable(tmp_path, rank, coordinator):
+    two_nodes = write_scenario(tmp_path, TINY + "parallel:\n  devices: 2\n  hosts: 2\n")
+    cache = tmp_path / "cache"
+    done = bench(
+        "run",
+        str(two_nodes),
+        "--backend",
+        "gpu-fsdp",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--no-progress",
+        env={"BENCH_HOST_RANK": rank, "BENCH_COORDINATOR": coordinator, "BENCH_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 2 and "BENCH_HOST_RANK" in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
+    assert not (cache / "probes.json").exists()  # refused before any backend was probed
